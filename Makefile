@@ -1,0 +1,41 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PLUGINS := $(wildcard plugins/*/pyproject.toml) $(wildcard presets/*/pyproject.toml)
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-fast bench services-start services-stop clean
+
+$(STAMP): pyproject.toml $(PLUGINS)
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/kbf services start
+	$(BIN)/kbf db upgrade
+	$(BIN)/kbf demo
+	$(BIN)/kbf run
+
+test: install
+	bash scripts/test-deps.sh
+	$(BIN)/python -m pytest -q tests
+
+test-fast: install
+	$(BIN)/python -m pytest -q tests -m "not browser and not wordpress"
+
+bench: install
+	$(BIN)/python -m bench.run
+
+services-start: install
+	$(BIN)/kbf services start
+
+services-stop:
+	$(BIN)/kbf services stop
+
+clean:
+	rm -rf $(VENV) var

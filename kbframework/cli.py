@@ -1,0 +1,591 @@
+"""``kbf``: the command line. Every failure is one clear line on stderr and a non-zero exit."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from kbframework.errors import KBError
+
+
+class KBGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KBError as exc:
+            click.echo(f"error: {exc.message}", err=True)
+            if exc.details:
+                click.echo(f"       {json.dumps(exc.details)}", err=True)
+            sys.exit(2 if exc.status < 500 else 3)
+        except SystemExit:
+            raise
+        except click.exceptions.ClickException:
+            raise
+        except click.exceptions.Exit:
+            raise
+        except Exception as exc:  # the database or Redis down, a broken plugin...
+            from sqlalchemy.exc import OperationalError
+
+            if isinstance(exc, OperationalError):
+                click.echo(f"error: the database is not reachable: {exc.orig}".strip(), err=True)
+            else:
+                click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            if os.environ.get("KB_DEBUG"):
+                raise
+            sys.exit(1)
+
+
+@click.group(cls=KBGroup)
+def main():
+    """kbframework: an organization's knowledge, answered with sources."""
+    logging.basicConfig(level=os.environ.get("KB_LOG_LEVEL", "WARNING"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def out_json(data):
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+def _org(s, slug):
+    from kbframework.accounts import get_org_by_slug
+
+    return get_org_by_slug(s, slug)
+
+
+# --------------------------------------------------------------------------- services
+
+
+@main.group()
+def services():
+    """The embedded PostgreSQL + pgvector and Redis."""
+
+
+@services.command("start")
+def services_start():
+    from kbframework.config import get_config
+    from kbframework.services import start_postgres, start_redis
+
+    cfg = get_config()
+    if cfg.database_url is None:
+        start_postgres(cfg)
+        click.echo(f"postgres: running (data in {cfg.data_dir / 'pg'})")
+    else:
+        click.echo("postgres: DATABASE_URL is set, nothing started")
+    if cfg.redis_url is None:
+        start_redis(cfg)
+        click.echo(f"redis: running (data in {cfg.data_dir / 'redis'})")
+    else:
+        click.echo("redis: REDIS_URL is set, nothing started")
+
+
+@services.command("stop")
+def services_stop():
+    from kbframework.services import stop_postgres, stop_redis
+
+    click.echo(f"postgres: {'stopped' if stop_postgres() else 'was not running'}")
+    click.echo(f"redis: {'stopped' if stop_redis() else 'was not running'}")
+
+
+@services.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def services_status(as_json):
+    from kbframework.services import status
+
+    st = status()
+    if as_json:
+        return out_json(st)
+    for name, info in st.items():
+        if not info["embedded"]:
+            click.echo(f"{name}: external ({'DATABASE_URL' if name == 'postgres' else 'REDIS_URL'} is set)")
+        else:
+            click.echo(f"{name}: {'running' if info['running'] else 'stopped'}")
+    if not all(i["running"] for i in st.values() if i["embedded"]):
+        sys.exit(1)
+
+
+@services.command("env")
+def services_env():
+    """Print export lines for other tools: eval "$(kbf services env)"."""
+    from kbframework.config import get_config
+    from kbframework.services import pg_url, redis_url_for
+
+    cfg = get_config()
+    db = cfg.database_url or pg_url(cfg).replace("postgresql+psycopg2://", "postgresql://")
+    rd = cfg.redis_url or redis_url_for(cfg)
+    click.echo(f"export DATABASE_URL='{db}'")
+    click.echo(f"export REDIS_URL='{rd}'")
+
+
+# --------------------------------------------------------------------------- db
+
+
+@main.group()
+def db():
+    """Database schema (Alembic migrations)."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision):
+    from kbframework.migrate import current, upgrade
+
+    upgrade(revision)
+    click.echo(f"database at revision {current()}")
+
+
+@db.command("current")
+def db_current():
+    from kbframework.migrate import current
+
+    click.echo(current() or "empty (run kbf db upgrade)")
+
+
+@db.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision):
+    from kbframework.migrate import current, downgrade
+
+    downgrade(revision)
+    click.echo(f"database at revision {current() or 'base'}")
+
+
+# --------------------------------------------------------------------------- orgs and users
+
+
+@main.group()
+def org():
+    """Organizations."""
+
+
+@org.command("create")
+@click.argument("name")
+@click.option("--timezone", "tz", default="UTC", show_default=True, help="IANA time zone")
+@click.option("--slug")
+def org_create(name, tz, slug):
+    from kbframework.accounts import create_org
+    from kbframework.db import session_scope
+
+    with session_scope() as s:
+        o = create_org(s, name, tz, slug)
+        click.echo(f"created organization {o.slug} ({o.id}), time zone {o.timezone}")
+
+
+@org.command("list")
+def org_list():
+    from sqlalchemy import select
+
+    from kbframework.db import session_scope
+    from kbframework.models import Organization
+
+    with session_scope() as s:
+        for o in s.scalars(select(Organization).order_by(Organization.created_at)):
+            click.echo(f"{o.slug}\t{o.name}\t{o.timezone}\t{o.id}")
+
+
+@main.group()
+def user():
+    """Users and memberships."""
+
+
+@user.command("create")
+@click.argument("email")
+@click.option("--org", "org_slug", required=True)
+@click.option("--role", type=click.Choice(["admin", "member"]), default="admin", show_default=True)
+@click.option("--password", help="default: a random one, printed once")
+def user_create(email, org_slug, role, password):
+    from kbframework.accounts import create_user
+    from kbframework.db import session_scope
+
+    pw = password or secrets.token_urlsafe(12)
+    with session_scope() as s:
+        create_user(s, email, pw, _org(s, org_slug), role)
+    click.echo(f"user {email} is {role} of {org_slug}" + ("" if password else f"; password: {pw}"))
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@main.group()
+def doc():
+    """Documents (manual notes, PDFs, lifecycle)."""
+
+
+@doc.command("add-manual")
+@click.option("--org", "org_slug", required=True)
+@click.option("--title", required=True)
+@click.option("--body-file", type=click.Path(dir_okay=False, allow_dash=True), required=True)
+@click.option("--tags", default="")
+@click.option("--role", default="manual", show_default=True)
+@click.option("--expires", help="ISO date-time with time zone")
+@click.option("--queue", "use_queue", is_flag=True, help="hand the indexing to a worker instead")
+def doc_add_manual(org_slug, title, body_file, tags, role, expires, use_queue):
+    from kbframework import documents as docs
+    from kbframework.db import session_scope
+
+    body = sys.stdin.read() if body_file == "-" else _read_text(body_file)
+    data = {"title": title, "body": body, "tags": [t for t in tags.split(",") if t.strip()], "role": role}
+    if expires:
+        data["expires_at"] = expires
+    with session_scope() as s:
+        d = docs.create_manual(s, _org(s, org_slug).id, data)
+        did = d.id
+    res = docs.queue_ingest([did], inline=not use_queue)
+    if use_queue:
+        click.echo(f"document {did} queued for indexing")
+    else:
+        r = res[0]
+        if r.action == "error":
+            raise KBError(f"document {did} was saved but indexing failed: {r.error}")
+        click.echo(f"document {did} indexed: {r.chunks} chunks")
+
+
+def _read_text(path: str) -> str:
+    p = Path(path)
+    if not p.exists():
+        raise KBError(f"No such file: {path}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise KBError(f"{path} is not UTF-8 text.")
+
+
+@doc.command("list")
+@click.option("--org", "org_slug", required=True)
+@click.option("--status")
+@click.option("--json", "as_json", is_flag=True)
+def doc_list(org_slug, status, as_json):
+    from kbframework import documents as docs
+    from kbframework.db import session_scope
+
+    with session_scope() as s:
+        res = docs.list_documents(s, _org(s, org_slug).id, status=status, per_page=200)
+    if as_json:
+        return out_json(res)
+    for d in res["items"]:
+        click.echo(f"{d['id']}\t{d['status']}\t{d['document_role']}\t{d['chunk_count']}\t{d['title']}")
+
+
+@doc.command("show")
+@click.argument("doc_id")
+@click.option("--org", "org_slug", required=True)
+def doc_show(doc_id, org_slug):
+    from kbframework import documents as docs
+    from kbframework.db import session_scope
+
+    with session_scope() as s:
+        out_json(docs.document_detail(s, _org(s, org_slug).id, doc_id))
+
+
+@doc.command("restore")
+@click.argument("doc_id")
+@click.option("--org", "org_slug", required=True)
+@click.option("--until", help="new end (ISO date-time with time zone)")
+def doc_restore(doc_id, org_slug, until):
+    from marshmallow import ValidationError, fields
+
+    from kbframework import documents as docs
+    from kbframework.db import session_scope
+
+    try:
+        until_dt = fields.AwareDateTime().deserialize(until) if until else None
+    except ValidationError:
+        raise KBError("--until must be an ISO date-time with a time zone, e.g. 2026-12-31T23:00:00+01:00")
+    with session_scope() as s:
+        d = docs.restore_document(s, _org(s, org_slug).id, doc_id, until_dt)
+        click.echo(f"document {d.id} is {d.status}")
+
+
+@main.command("reindex")
+@click.option("--org", "org_slug", required=True)
+@click.option("--failed", is_flag=True)
+@click.option("--all", "all_", is_flag=True)
+@click.option("--document")
+def reindex(org_slug, failed, all_, document):
+    from kbframework.db import session_scope
+    from kbframework.documents import reindex_now
+
+    with session_scope() as s:
+        oid = _org(s, org_slug).id
+    res = reindex_now(oid, which="failed" if failed else "all", document_id=document)
+    out_json(res)
+
+
+# --------------------------------------------------------------------------- answering
+
+
+@main.command("ask")
+@click.option("--org", "org_slug", required=True)
+@click.option("--mode")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--history", "history_file", type=click.Path(dir_okay=False))
+@click.option("--now", help="pretend the time is this ISO date-time")
+@click.argument("question")
+def ask(org_slug, mode, as_json, history_file, now, question):
+    """Ask a question the way the chat does; --json prints the whole debug trace."""
+    from kbframework.db import session_scope
+    from kbframework.retrieval.answer import answer
+
+    history = []
+    if history_file:
+        try:
+            history = json.loads(_read_text(history_file))
+        except json.JSONDecodeError as exc:
+            raise KBError(f"{history_file} is not JSON: {exc}")
+    with session_scope() as s:
+        oid = _org(s, org_slug).id
+    res = answer(oid, question, mode=mode, history=history, channel="cli", now=_parse_now(now))
+    if as_json:
+        return out_json(res)
+    click.echo(res["answer"])
+    if res.get("alternatives"):
+        click.echo(f"\n{res['alternatives']['label']}:")
+        for c in res["alternatives"]["cards"]:
+            click.echo(f"  - {c['title']}")
+    if res["cards"]:
+        click.echo("\nCards:")
+        for c in res["cards"]:
+            bits = [c["type"], c["title"]] + [str(c[k]) for k in ("price", "date", "venue") if c.get(k)]
+            click.echo("  - " + " · ".join(bits))
+    if res["sources"]:
+        click.echo("\nSources:")
+        for src in res["sources"]:
+            where = f" ({src['pages']})" if src.get("pages") else ""
+            click.echo(f"  [{src['n']}] {src['document_title']}{where} · {src['source_type']}"
+                       + (f" · {src['source_url']}" if src.get("source_url") else ""))
+
+
+def _parse_now(now):
+    if not now:
+        return None
+    try:
+        dt = datetime.fromisoformat(now)
+    except ValueError:
+        raise KBError(f"--now must be an ISO date-time, got {now!r}")
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+@main.command("filters")
+@click.option("--org", "org_slug", required=True)
+@click.option("--now")
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("query")
+def filters_cmd(org_slug, now, as_json, query):
+    """Show what every filter extractor finds in a query, and the merged filter."""
+    from kbframework.db import session_scope
+    from kbframework.retrieval.answer import filter_context, load_context
+    from kbframework.retrieval.filters import describe_parts, extract_filter_parts, merge_parts
+
+    when = _parse_now(now) or datetime.now(timezone.utc)
+    with session_scope() as s:
+        ctx = load_context(s, _org(s, org_slug).id)
+        parts, errors = extract_filter_parts(query, filter_context(s, ctx, when, []))
+        merged = merge_parts(ctx.org.id, when, parts).describe()
+    data = {"query": query, "now": when.isoformat(), "timezone": ctx.tz, "parts": describe_parts(parts),
+            "merged": merged, "errors": errors}
+    if as_json:
+        return out_json(data)
+    for p in data["parts"]:
+        click.echo(f"{p['extractor']:>12}  {p['field']:<11} {json.dumps(p['value'], default=str)}  ← {p['matched']!r}")
+    if not data["parts"]:
+        click.echo("no filters found")
+    click.echo("merged: " + json.dumps(merged, default=str))
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@main.group()
+def key():
+    """Public assistant keys for the embed and widget."""
+
+
+@key.command("create")
+@click.option("--org", "org_slug", required=True)
+@click.option("--origin", "origins", multiple=True, help="allowed website origin, e.g. https://shop.example")
+@click.option("--name", default="Website")
+def key_create(org_slug, origins, name):
+    from kbframework.db import session_scope
+    from kbframework.keys import create_key
+
+    with session_scope() as s:
+        k = create_key(s, _org(s, org_slug).id, list(origins), name)
+        click.echo(f"key {k.key} (id {k.id}) for {org_slug}; allowed origins: {', '.join(k.allowed_origins) or 'none (deny all)'}")
+
+
+@key.command("list")
+@click.option("--org", "org_slug", required=True)
+@click.option("--json", "as_json", is_flag=True)
+def key_list(org_slug, as_json):
+    from kbframework.db import session_scope
+    from kbframework.keys import key_to_dict, list_keys
+
+    with session_scope() as s:
+        rows = [key_to_dict(k) for k in list_keys(s, _org(s, org_slug).id)]
+    if as_json:
+        return out_json(rows)
+    for k in rows:
+        click.echo(f"{k['id']}\t{k['key']}\t{k['status']}\t{','.join(k['allowed_origins'])}\t{k['expires_at'] or ''}")
+
+
+@key.command("rotate")
+@click.argument("key_id")
+@click.option("--grace", default="24h", show_default=True, help="how long the old key keeps working: 30m, 24h, 7d")
+def key_rotate(key_id, grace):
+    from kbframework.db import session_scope
+    from kbframework.keys import parse_duration, rotate_key
+
+    with session_scope() as s:
+        old, new = rotate_key(s, None, key_id, parse_duration(grace))
+        click.echo(f"new key {new.key} (id {new.id}); the old key works until {old.expires_at.isoformat()}")
+
+
+# --------------------------------------------------------------------------- sources
+
+
+@main.group()
+def source():
+    """Sources: WooCommerce, WordPress, sitemaps, PDFs, manual."""
+
+
+@source.command("add")
+@click.option("--org", "org_slug", required=True)
+@click.option("--type", "type_", required=True)
+@click.option("--name", required=True)
+@click.option("--config", "config_json", default="{}", help="JSON object")
+@click.option("--interval", type=int, help="reconciliation every N minutes")
+def source_add(org_slug, type_, name, config_json, interval):
+    from kbframework.db import session_scope
+    from kbframework.sources import create_source
+
+    try:
+        config = json.loads(config_json)
+    except json.JSONDecodeError as exc:
+        raise KBError(f"--config is not JSON: {exc}")
+    with session_scope() as s:
+        src = create_source(s, _org(s, org_slug).id, {"type": type_, "name": name, "config": config,
+                                                      "sync_interval_minutes": interval})
+        click.echo(f"source {src.id} ({type_}) created")
+        click.echo(f"webhook URL: /api/webhooks/v1/{type_}/{src.id}")
+
+
+@source.command("list")
+@click.option("--org", "org_slug", required=True)
+def source_list(org_slug):
+    from sqlalchemy import select
+
+    from kbframework.db import session_scope
+    from kbframework.models import Source
+
+    with session_scope() as s:
+        for src in s.scalars(select(Source).where(Source.organization_id == _org(s, org_slug).id)):
+            click.echo(f"{src.id}\t{src.type}\t{src.status}\t{src.last_sync_at or '-'}\t{src.name}"
+                       + (f"\t{src.last_error}" if src.last_error else ""))
+
+
+@source.command("sync")
+@click.argument("source_id")
+@click.option("--full", is_flag=True)
+@click.option("--wait", is_flag=True, help="run here and wait instead of queueing")
+def source_sync(source_id, full, wait):
+    kind = "full" if full else "incremental"
+    if wait:
+        from kbframework.sync import run_sync
+
+        res = run_sync(source_id, kind=kind, inline_ingest=True)
+        out_json(res)
+        if res.get("status") == "error":
+            sys.exit(1)
+        return
+    from kbframework.queues import enqueue
+
+    job = enqueue("sync", "kbframework.jobs.sync_source_job", source_id, kind)
+    click.echo(f"sync queued as job {job.id}")
+
+
+@source.command("secret")
+@click.argument("source_id")
+def source_secret(source_id):
+    """Print the source's webhook secret (to paste into the remote system)."""
+    from kbframework.db import session_scope
+    from kbframework.models import Source
+    from kbframework.accounts import as_uuid
+    from kbframework.security import decrypt_json
+
+    with session_scope() as s:
+        src = s.get(Source, as_uuid(source_id))
+        if src is None:
+            raise KBError("No such source.")
+        click.echo(decrypt_json(src.secrets).get("webhook_secret") or "this source has no webhook secret")
+
+
+# --------------------------------------------------------------------------- plugins
+
+
+@main.command("plugins")
+@click.option("--json", "as_json", is_flag=True)
+def plugins_cmd(as_json):
+    """List plugins, their versions and the hooks they implement."""
+    from kbframework import registry
+    from kbframework.hooks.manager import list_plugins
+
+    rows = list_plugins()
+    registry.validate_startup()
+    if as_json:
+        return out_json(rows)
+    for p in rows:
+        if p.get("error"):
+            click.echo(f"{p['name']:<40} FAILED TO LOAD: {p['error']}")
+            continue
+        click.echo(f"{p['name']:<40} {p['distribution']} {p['version']}")
+        click.echo(f"{'':<40} hooks: {', '.join(p['hooks']) or '-'}")
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@main.command("worker")
+@click.option("--burst", is_flag=True, help="drain the queues and exit")
+@click.option("--with-scheduler", is_flag=True, help="also run the periodic jobs (expiry, reconciliation)")
+@click.option("--queues", default="webhook,ingest,sync,reindex", show_default=True)
+def worker(burst, with_scheduler, queues):
+    """Run an RQ worker on the queues (jobs run in this process, no fork per job)."""
+    from kbframework.worker import run_worker
+
+    run_worker([q for q in queues.split(",") if q], burst=burst, with_scheduler=with_scheduler)
+
+
+@main.command("run")
+@click.option("--host", default=None)
+@click.option("--port", default=None, type=int)
+@click.option("--workers", default=2, show_default=True)
+def run(host, port, workers):
+    """The whole platform: web server (gunicorn) + one worker with the scheduler."""
+    from kbframework.runner import run_all
+
+    run_all(host, port, workers)
+
+
+@main.command("demo")
+@click.option("--email", default="admin@demo.local", show_default=True)
+@click.option("--password", default=None)
+def demo(email, password):
+    """Create (or refresh) the demo organization, its admin and its knowledge."""
+    from kbframework.demo import seed_demo
+
+    info = seed_demo(email, password)
+    click.echo("")
+    click.echo("  Demo organization: {org} ({tz})".format(**info))
+    click.echo(f"  Admin login:       {info['email']}  /  {info['password']}")
+    click.echo(f"  Assistant key:     {info['key']}")
+    click.echo(f"  Documents:         {info['documents']} ({info['chunks']} chunks)")
+    click.echo("")
+
+
+if __name__ == "__main__":
+    main()

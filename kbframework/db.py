@@ -1,0 +1,86 @@
+"""Engine and sessions. One engine per process, created from the resolved database URL."""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from kbframework.errors import ServiceUnavailable
+
+_lock = threading.Lock()
+_engine: Engine | None = None
+_factory: sessionmaker | None = None
+_url: str | None = None
+
+
+def init_engine(url: str, *, pool_size: int = 10) -> Engine:
+    global _engine, _factory, _url
+    with _lock:
+        if _engine is not None and _url == url:
+            return _engine
+        if _engine is not None:
+            _engine.dispose()
+        _engine = create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True,
+                                future=True)
+        _factory = sessionmaker(bind=_engine, expire_on_commit=False, future=True)
+        _url = url
+
+        @event.listens_for(_engine, "connect")
+        def _on_connect(dbapi_conn, _rec):  # register the vector type per connection
+            from pgvector.psycopg2 import register_vector
+
+            try:
+                register_vector(dbapi_conn)
+            except Exception:
+                pass  # before the first migration the extension may not exist yet
+
+        return _engine
+
+
+def get_engine() -> Engine:
+    if _engine is None:
+        from kbframework.services import ensure_services
+
+        url, _ = ensure_services()
+        init_engine(url)
+    return _engine
+
+
+def new_session() -> Session:
+    get_engine()
+    return _factory()
+
+
+@contextmanager
+def session_scope() -> Iterator[Session]:
+    """A session that commits on success and rolls back on any error."""
+    s = new_session()
+    try:
+        yield s
+        s.commit()
+    except Exception:
+        s.rollback()
+        raise
+    finally:
+        s.close()
+
+
+def check_database() -> None:
+    try:
+        with get_engine().connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except OperationalError as exc:
+        raise ServiceUnavailable(f"The database is not reachable: {exc.orig}".strip())
+
+
+def dispose() -> None:
+    global _engine, _factory, _url
+    with _lock:
+        if _engine is not None:
+            _engine.dispose()
+        _engine = _factory = _url = None

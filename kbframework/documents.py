@@ -1,0 +1,239 @@
+"""Document operations shared by the admin API, the admin pages and the CLI.
+
+Every function takes the caller's organization id and scopes its queries to it, so an id
+from another organization is simply not found.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timezone
+
+from sqlalchemy import and_, func, or_, select, update
+
+from kbframework import registry
+from kbframework.accounts import as_uuid, ensure_source
+from kbframework.db import session_scope
+from kbframework.errors import KBError, NotFound, ValidationFailed
+from kbframework.ingest.chunker import page_label
+from kbframework.knowledge import apply_draft, purge_document
+from kbframework.models import Chunk, Document, Source
+from kbframework.types import DOCUMENT_ROLES
+
+log = logging.getLogger("kbframework.documents")
+
+STATUSES = ("active", "disabled", "syncing", "error", "deleted", "expired", "draft")
+
+
+def utcnow():
+    return datetime.now(timezone.utc)
+
+
+def iso(v):
+    return v.isoformat() if isinstance(v, datetime) else v
+
+
+def doc_to_dict(d: Document, source: Source | None = None, full: bool = False) -> dict:
+    meta = d.metadata_ or {}
+    out = {"id": str(d.id), "title": d.title, "type": d.type, "document_role": d.document_role,
+           "status": d.status, "source_id": str(d.source_id), "source_type": source.type if source else None,
+           "source_name": source.name if source else None, "source_url": d.source_url,
+           "external_id": d.external_id, "tags": d.tags or [], "chunk_count": d.chunk_count,
+           "last_synced_at": iso(d.last_synced_at), "source_modified_at": iso(d.source_modified_at),
+           "event_start": iso(d.event_start), "event_end": iso(d.event_end), "venue": d.venue,
+           "city": d.city, "primary_image_url": d.primary_image_url, "expires_at": iso(d.expires_at),
+           "last_error": meta.get("last_error"), "created_at": iso(d.created_at),
+           "updated_at": iso(d.updated_at)}
+    if full:
+        out.update(normalized_content=d.normalized_content, override_content=d.override_content,
+                   raw_content=(d.raw_content or "")[:20000] or None, sync_hash=d.sync_hash,
+                   metadata=meta)
+    return out
+
+
+def get_document(s, org_id, doc_id) -> Document:
+    d = s.scalar(select(Document).where(Document.id == as_uuid(doc_id),
+                                        Document.organization_id == as_uuid(org_id)))
+    if d is None:
+        raise NotFound("No such document in this organization.")
+    return d
+
+
+def list_documents(s, org_id, *, q=None, source_id=None, type_=None, role=None, status=None, tag=None,
+                   page: int = 1, per_page: int = 25, sort: str = "-updated_at") -> dict:
+    page = max(1, int(page or 1))
+    per_page = min(200, max(1, int(per_page or 25)))
+    conds = [Document.organization_id == as_uuid(org_id)]
+    if q:
+        conds.append(Document.title.ilike(f"%{q.strip()}%"))
+    if source_id:
+        conds.append(Document.source_id == as_uuid(source_id))
+    if type_:
+        conds.append(Document.type == type_)
+    if role:
+        conds.append(Document.document_role == role)
+    if status:
+        conds.append(Document.status == status)
+    else:
+        conds.append(Document.status != "deleted")
+    if tag:
+        conds.append(Document.tags.any(tag))
+    total = s.scalar(select(func.count()).select_from(Document).where(and_(*conds)))
+    col = {"updated_at": Document.updated_at, "title": Document.title,
+           "last_synced_at": Document.last_synced_at}.get(sort.lstrip("-"), Document.updated_at)
+    order = col.desc().nullslast() if sort.startswith("-") else col.asc()
+    rows = s.execute(select(Document, Source).join(Source, Source.id == Document.source_id)
+                     .where(and_(*conds)).order_by(order, Document.id)
+                     .limit(per_page).offset((page - 1) * per_page)).all()
+    return {"items": [doc_to_dict(d, src) for d, src in rows], "page": page, "per_page": per_page,
+            "total": total, "pages": max(1, -(-total // per_page))}
+
+
+def document_detail(s, org_id, doc_id) -> dict:
+    d = get_document(s, org_id, doc_id)
+    src = s.get(Source, d.source_id)
+    out = doc_to_dict(d, src, full=True)
+    chunks = s.scalars(select(Chunk).where(Chunk.document_id == d.id).order_by(Chunk.chunk_index)).all()
+    out["chunks"] = [{"id": c.id, "chunk_index": c.chunk_index, "heading": c.heading, "content": c.content,
+                      "token_count": c.token_count, "embedding_model": c.embedding_model,
+                      "metadata": c.metadata_ or {}, "pages": page_label(c.metadata_ or {})} for c in chunks]
+    return out
+
+
+# --------------------------------------------------------------------------- manual documents
+
+
+def _manual_connector():
+    try:
+        return registry.source_type("manual")
+    except KBError:
+        raise KBError("The manual knowledge plugin (kbframework-manual) is not installed.",
+                      code="plugin_missing", status=501)
+
+
+def create_manual(s, org_id, data: dict) -> Document:
+    conn = _manual_connector()
+    draft = conn.draft_from_input(data)
+    draft.external_id = str(uuid.uuid4())
+    source = ensure_source(s, as_uuid(org_id), "manual", "Manual knowledge")
+    doc, _ = apply_draft(s, source, draft)
+    doc.status = "syncing"
+    s.flush()
+    return doc
+
+
+def update_manual(s, org_id, doc_id, data: dict) -> Document:
+    conn = _manual_connector()
+    doc = get_document(s, org_id, doc_id)
+    src = s.get(Source, doc.source_id)
+    if src.type != "manual":
+        raise ValidationFailed("Only manual documents can be edited here; synced documents come from their source.")
+    merged = {"title": doc.title, "body": doc.normalized_content, "tags": doc.tags or [],
+              "role": doc.document_role, "expires_at": iso(doc.expires_at)}
+    merged.update(data)
+    draft = conn.draft_from_input(merged)
+    draft.external_id = doc.external_id
+    doc, action = apply_draft(s, src, draft, force=True)
+    return doc
+
+
+def duplicate_manual(s, org_id, doc_id) -> Document:
+    doc = get_document(s, org_id, doc_id)
+    return create_manual(s, org_id, {"title": f"{doc.title} (copy)", "body": doc.normalized_content,
+                                     "tags": doc.tags or [], "role": doc.document_role})
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def set_status(s, org_id, doc_id, status: str) -> Document:
+    if status not in ("active", "disabled"):
+        raise ValidationFailed("Status must be 'active' or 'disabled'.")
+    doc = get_document(s, org_id, doc_id)
+    if status == "disabled":
+        doc.status = "disabled"
+    elif doc.status in ("disabled", "expired", "error", "syncing"):
+        doc.status = "active" if doc.chunk_count > 0 else "syncing"
+    doc.updated_at = utcnow()
+    return doc
+
+
+def delete_document(s, org_id, doc_id) -> None:
+    doc = get_document(s, org_id, doc_id)
+    s.delete(doc)
+
+
+def restore_document(s, org_id, doc_id, until: datetime | None = None) -> Document:
+    doc = get_document(s, org_id, doc_id)
+    if until is not None:
+        if doc.event_end is not None or doc.event_start is not None:
+            doc.event_end = until
+        doc.expires_at = until if doc.expires_at is not None or doc.event_start is None else doc.expires_at
+    else:
+        doc.expires_at = None
+    doc.status = "active" if doc.chunk_count > 0 else "syncing"
+    return doc
+
+
+def expire_documents(now: datetime | None = None) -> dict:
+    """Documents whose event has ended (or whose expiry passed) become ``expired`` (§1, §10)."""
+    now = now or utcnow()
+    with session_scope() as s:
+        res = s.execute(update(Document).where(
+            Document.status.in_(("active", "syncing", "error")),
+            or_(Document.event_end < now,
+                and_(Document.event_end.is_(None), Document.event_start.isnot(None),
+                     Document.event_start < now - _NO_END_GRACE),
+                Document.expires_at < now)).values(status="expired", updated_at=now))
+        return {"expired": res.rowcount}
+
+
+from datetime import timedelta  # noqa: E402
+
+_NO_END_GRACE = timedelta(hours=12)  # an event without an end expires 12 h after its start
+
+
+def queue_ingest(doc_ids: list, force: bool = False, inline: bool = False):
+    ids = [str(i) for i in doc_ids]
+    if not ids:
+        return None
+    if inline:
+        from kbframework.ingest.pipeline import ingest_documents
+        from kbframework.retrieval.search import forget_counts
+
+        res = ingest_documents(ids, force=force)
+        forget_counts()
+        return res
+    from kbframework.queues import enqueue
+
+    return enqueue("ingest", "kbframework.jobs.ingest_documents_job", ids, force)
+
+
+def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = 50) -> dict:
+    """Re-index an organization's documents: all, only failed ones, or one document."""
+    with session_scope() as s:
+        conds = [Document.organization_id == as_uuid(org_id)]
+        if document_id:
+            conds.append(Document.id == as_uuid(document_id))
+        elif which == "failed":
+            conds.append(Document.status == "error")
+        else:
+            conds.append(Document.status.in_(("active", "error", "syncing")))
+        ids = [str(i) for i in s.scalars(select(Document.id).where(*conds))]
+        if document_id and not ids:
+            raise NotFound("No such document in this organization.")
+    from kbframework.ingest.pipeline import ingest_documents
+    from kbframework.retrieval.search import forget_counts
+
+    counts: dict = {}
+    for i in range(0, len(ids), batch):
+        for r in ingest_documents(ids[i:i + batch], force=which in ("all", "document") or bool(document_id)):
+            counts[r.action] = counts.get(r.action, 0) + 1
+        forget_counts(org_id)
+    return {"documents": len(ids), "results": counts}
+
+
+def validate_role(role: str | None) -> str | None:
+    if role is not None and role not in DOCUMENT_ROLES:
+        raise ValidationFailed(f"Role must be one of {', '.join(DOCUMENT_ROLES)}.")
+    return role

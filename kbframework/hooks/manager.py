@@ -1,0 +1,143 @@
+"""The one plugin manager: specs, then entry-point plugins, then the host's default plugins.
+
+Default plugins are registered last and their implementations are ``trylast``, so any
+installed plugin overrides them. ``KB_LOAD_PLUGINS`` (comma list of entry point names)
+restricts what loads; ``KB_TRACE_PLUGINS=1`` logs every hook call with its timing.
+A plugin that fails to import is skipped and reported, never silently.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+import time
+from importlib import metadata
+
+import pluggy
+
+from kbframework.errors import StartupError
+from kbframework.hooks import specs
+from kbframework.hooks.markers import PROJECT
+
+log = logging.getLogger("kbframework.plugins")
+
+DEFAULT_PLUGINS = (
+    "kbframework.default_plugins.providers",
+    "kbframework.default_plugins.presets",
+    "kbframework.default_plugins.cards",
+    "kbframework.default_plugins.filters",
+)
+
+_lock = threading.Lock()
+_pm: pluggy.PluginManager | None = None
+_load_errors: list[dict] = []
+
+
+def _tracer(pm: pluggy.PluginManager) -> None:
+    def before(hook_name, hook_impls, kwargs):
+        kwargs["__t0"] = time.perf_counter()  # pluggy passes a fresh dict per call
+
+    def after(outcome, hook_name, hook_impls, kwargs):
+        t0 = kwargs.pop("__t0", None)
+        ms = (time.perf_counter() - t0) * 1000 if t0 else -1
+        names = [i.plugin_name for i in hook_impls]
+        log.warning("hook %s -> %s in %.2f ms", hook_name, names, ms)
+
+    pm.add_hookcall_monitoring(before, after)
+
+
+def build_plugin_manager(load: str | None = None) -> pluggy.PluginManager:
+    """Build a fresh manager. ``load`` overrides ``KB_LOAD_PLUGINS`` (tests use it)."""
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(specs)
+    errors: list[dict] = []
+    allowed = load if load is not None else os.environ.get("KB_LOAD_PLUGINS")
+    allowed_set = {a.strip() for a in allowed.split(",") if a.strip()} if allowed else None
+    for ep in metadata.entry_points(group=PROJECT):
+        if allowed_set is not None and ep.name not in allowed_set:
+            continue
+        if pm.get_plugin(ep.name) is not None:
+            continue
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+            dist = ep.dist
+            pm._kb_dists = getattr(pm, "_kb_dists", {})  # name -> (dist name, version)
+            pm._kb_dists[ep.name] = (dist.name if dist else ep.value, dist.version if dist else "?")
+        except Exception as exc:  # a broken plugin is named, and the rest still loads
+            log.error("plugin %s failed to load: %s", ep.name, exc)
+            errors.append({"name": ep.name, "error": f"{type(exc).__name__}: {exc}"})
+    for modname in DEFAULT_PLUGINS:
+        mod = importlib.import_module(modname)
+        pm.register(mod, name=modname)
+    pm._kb_load_errors = errors
+    if os.environ.get("KB_TRACE_PLUGINS") == "1":
+        _tracer(pm)
+    return pm
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    global _pm
+    with _lock:
+        if _pm is None:
+            _pm = build_plugin_manager()
+        return _pm
+
+
+def reset_plugin_manager(pm: pluggy.PluginManager | None = None) -> None:
+    """Swap the process-wide manager (tests, or after installing a plugin)."""
+    global _pm
+    with _lock:
+        _pm = pm
+    from kbframework import registry
+
+    registry.clear_caches()
+
+
+def list_plugins(pm: pluggy.PluginManager | None = None) -> list[dict]:
+    pm = pm or get_plugin_manager()
+    dists = getattr(pm, "_kb_dists", {})
+    out = []
+    for name, plugin in pm.list_name_plugin():
+        hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or [])
+        dist, version = dists.get(name, ("kbframework (built-in)", _host_version()))
+        out.append({"name": name, "distribution": dist, "version": version, "hooks": hooks,
+                    "builtin": name in DEFAULT_PLUGINS})
+    for err in getattr(pm, "_kb_load_errors", []):
+        out.append({"name": err["name"], "distribution": None, "version": None, "hooks": [],
+                    "builtin": False, "error": err["error"]})
+    return out
+
+
+def _host_version() -> str:
+    from kbframework import __version__
+
+    return __version__
+
+
+def collect_named(pm, hook_results_by_plugin, what: str) -> dict:
+    """Key objects by ``.name``; a duplicate is a StartupError naming both plugins."""
+    out: dict = {}
+    owners: dict = {}
+    for plugin_name, items in hook_results_by_plugin:
+        for obj in items or []:
+            name = obj.name
+            if name in out:
+                raise StartupError(
+                    f"Two plugins claim the {what} '{name}': '{owners[name]}' and '{plugin_name}'. "
+                    f"Uninstall one of them or restrict loading with KB_LOAD_PLUGINS.",
+                    code="duplicate_" + what.replace(" ", "_"))
+            out[name] = obj
+            owners[name] = plugin_name
+    return out
+
+
+def call_per_plugin(pm, hook_name: str, **kwargs):
+    """Call a hook implementation by implementation, keeping who returned what."""
+    hook = getattr(pm.hook, hook_name)
+    results = []
+    for impl in reversed(hook.get_hookimpls()):  # registration order, built-ins last
+        res = impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+        results.append((impl.plugin_name, res))
+    return results

@@ -1,0 +1,1 @@
+"""The ingestion pipeline: normalize → hash → chunk → embed → replace chunks (one transaction)."""

@@ -1,0 +1,218 @@
+"""Structure-aware chunking: 500–800 tokens, 50–100 tokens of overlap.
+
+Splits prefer, in order: headings, paragraphs, list items, sentences, and words only for
+a single sentence longer than a chunk. A chunk records the section heading it starts in
+and, for paged documents, its page range, so sources can say "page 4–5".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kbframework.ingest.tokens import count_tokens_batch
+from kbframework.types import ChunkDraft, Segment
+
+HEADING_RE = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+LIST_RE = re.compile(r"^\s*(?:[-*•▪◦]|\d{1,3}[.)])\s+")
+TABLE_RE = re.compile(r"^\s*\S.*\s\|\s.*\S\s*$")
+SENTENCE_RE = re.compile(r"(?<=[.!?…])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9À-Ý])")
+
+
+@dataclass
+class ChunkSettings:
+    min_tokens: int = 500
+    max_tokens: int = 800
+    overlap_min: int = 50
+    overlap_max: int = 100
+
+    def fingerprint(self) -> str:
+        return f"{self.min_tokens}-{self.max_tokens}-{self.overlap_min}-{self.overlap_max}"
+
+
+@dataclass
+class _Unit:
+    text: str
+    kind: str  # heading | para | item | sentence | words
+    sep: str  # separator placed before this unit when it is not first in a chunk
+    page: int | None
+    section: str
+    tokens: int = 0
+    starts_block: bool = True
+
+
+@dataclass
+class _Block:
+    kind: str
+    text: str
+    page: int | None
+    section: str
+    lines: list[str] = field(default_factory=list)
+
+
+def split_blocks(segments: list[Segment]) -> list[_Block]:
+    """Headings, paragraphs, list items and table rows, each with its section and page."""
+    blocks: list[_Block] = []
+    section = ""
+    for seg in segments:
+        para: list[str] = []
+
+        def flush_para():
+            if para:
+                blocks.append(_Block("para", " ".join(p.strip() for p in para), seg.page, section))
+                para.clear()
+
+        for raw in seg.text.splitlines():
+            line = raw.rstrip()
+            if not line.strip():
+                flush_para()
+                continue
+            m = HEADING_RE.match(line)
+            if m:
+                flush_para()
+                section = m.group(2).strip()
+                blocks.append(_Block("heading", line.strip(), seg.page, section))
+            elif LIST_RE.match(line) or TABLE_RE.match(line):
+                flush_para()
+                blocks.append(_Block("item", line.strip(), seg.page, section))
+            else:
+                para.append(line)
+        flush_para()
+    return blocks
+
+
+def _sentences(text: str) -> list[str]:
+    parts = [p.strip() for p in SENTENCE_RE.split(text) if p.strip()]
+    return parts or [text]
+
+
+def _units(blocks: list[_Block], max_tokens: int) -> list[_Unit]:
+    units: list[_Unit] = []
+    prev_kind = None
+    for b in blocks:
+        sep = "\n" if (b.kind == "item" and prev_kind == "item") else "\n\n"
+        units.append(_Unit(b.text, b.kind, sep, b.page, b.section))
+        prev_kind = b.kind
+    counts = count_tokens_batch([u.text for u in units]) if units else []
+    out: list[_Unit] = []
+    for u, n in zip(units, counts):
+        u.tokens = n
+        if n <= max_tokens:
+            out.append(u)
+            continue
+        # an oversized block: its sentences, then words for an oversized sentence
+        sents = _sentences(u.text)
+        sc = count_tokens_batch(sents)
+        first = True
+        for s, sn in zip(sents, sc):
+            if sn <= max_tokens:
+                out.append(_Unit(s, "sentence", u.sep if first else " ", u.page, u.section, sn,
+                                 starts_block=first))
+                first = False
+                continue
+            words = s.split()
+            step = max(1, int(len(words) * max_tokens / sn * 0.9))
+            for i in range(0, len(words), step):
+                piece = " ".join(words[i:i + step])
+                out.append(_Unit(piece, "words", u.sep if first else " ", u.page, u.section,
+                                 count_tokens_batch([piece])[0], starts_block=first))
+                first = False
+    return out
+
+
+def _overlap(units: list[_Unit], settings: ChunkSettings) -> list[_Unit]:
+    """The trailing sentences of a finished chunk, 50–100 tokens when the text allows."""
+    tail: list[_Unit] = []
+    total = 0
+    # look at sentences of the last units (split paragraphs so overlap stays small)
+    pieces: list[_Unit] = []
+    for u in units:
+        if u.kind == "heading":
+            continue
+        if u.tokens > settings.overlap_max and u.kind in ("para", "item"):
+            sents = _sentences(u.text)
+            counts = count_tokens_batch(sents)
+            for i, (s, n) in enumerate(zip(sents, counts)):
+                pieces.append(_Unit(s, "sentence", u.sep if i == 0 else " ", u.page, u.section, n,
+                                    starts_block=i == 0))
+        else:
+            pieces.append(u)
+    for u in reversed(pieces):
+        if total + u.tokens > settings.overlap_max:
+            if total < settings.overlap_min:
+                words = u.text.split()
+                want = settings.overlap_min + (settings.overlap_max - settings.overlap_min) // 2 - total
+                ratio = max(1, u.tokens) / max(1, len(words))
+                take = max(1, min(len(words), int(want / ratio)))
+                piece = " ".join(words[-take:])
+                tail.insert(0, _Unit(piece, "words", " ", u.page, u.section,
+                                     count_tokens_batch([piece])[0], starts_block=False))
+            break
+        tail.insert(0, u)
+        total += u.tokens
+        if total >= settings.overlap_min and u.starts_block:
+            break
+    return [_Unit(t.text, t.kind, t.sep, t.page, t.section, t.tokens, t.starts_block) for t in tail]
+
+
+def _render(units: list[_Unit]) -> str:
+    out = []
+    for i, u in enumerate(units):
+        if i:
+            out.append(u.sep if u.starts_block else " ")
+        out.append(u.text)
+    return "".join(out).strip()
+
+
+def chunk_text(segments: list[Segment] | str, title: str = "",
+               settings: ChunkSettings | None = None) -> list[ChunkDraft]:
+    settings = settings or ChunkSettings()
+    if isinstance(segments, str):
+        segments = [Segment(segments)]
+    units = _units(split_blocks(segments), settings.max_tokens)
+    groups: list[list[_Unit]] = []
+    current: list[_Unit] = []
+    cur_tokens = 0
+    fresh = 0  # tokens added since the overlap (a chunk must add something new)
+    budget = settings.max_tokens - 24  # joins and re-tokenization add a few tokens
+    for u in units:
+        if current and fresh and (
+            (u.kind == "heading" and cur_tokens >= settings.min_tokens)
+            or cur_tokens + u.tokens > budget
+        ):
+            groups.append(current)
+            current = [] if u.kind == "heading" else _overlap(current, settings)
+            cur_tokens = sum(x.tokens for x in current)
+            # an overlap that cannot fit with the next unit is dropped rather than overflowing
+            while current and cur_tokens + u.tokens > budget:
+                cur_tokens -= current.pop(0).tokens
+            fresh = 0
+        current.append(u)
+        cur_tokens += u.tokens
+        fresh += u.tokens
+    if current and fresh:
+        groups.append(current)
+
+    texts = [_render(g) for g in groups]
+    counts = count_tokens_batch(texts) if texts else []
+    chunks: list[ChunkDraft] = []
+    for i, (g, text, n) in enumerate(zip(groups, texts, counts)):
+        section = next((u.section for u in g if u.section), "")
+        heading = " › ".join(x for x in (title.strip(), section) if x and x != title.strip()) \
+            if section else title.strip()
+        if section and title.strip() and section != title.strip():
+            heading = f"{title.strip()} › {section}"
+        pages = [u.page for u in g if u.page is not None]
+        meta = {}
+        if pages:
+            meta["page_start"], meta["page_end"] = min(pages), max(pages)
+        chunks.append(ChunkDraft(index=i, content=text, token_count=n, heading=heading,
+                                 metadata=meta))
+    return chunks
+
+
+def page_label(meta: dict) -> str | None:
+    """"page 4" or "page 4–5" for a chunk's metadata, None for unpaged documents."""
+    a, b = meta.get("page_start"), meta.get("page_end")
+    if a is None:
+        return None
+    return f"page {a}" if a == b else f"page {a}–{b}"

@@ -1,0 +1,62 @@
+"""RQ job functions. They take ids, never ORM objects, and build the host once per worker
+process, so a worker sees exactly the plugins the web process sees."""
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("kbframework.jobs")
+
+_ready = False
+
+
+def _boot() -> None:
+    global _ready
+    if _ready:
+        return
+    from kbframework import registry
+    from kbframework.db import init_engine
+    from kbframework.services import ensure_services
+
+    db_url, _ = ensure_services()
+    init_engine(db_url)
+    registry.validate_startup()
+    _ready = True
+
+
+def ingest_documents_job(document_ids: list[str], force: bool = False) -> dict:
+    _boot()
+    from kbframework.ingest.pipeline import ingest_documents
+    from kbframework.retrieval.search import forget_counts
+
+    results = ingest_documents(document_ids, force=force)
+    forget_counts()
+    return {"results": [r.__dict__ for r in results]}
+
+
+def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
+    _boot()
+    from kbframework.sync import run_sync
+
+    return run_sync(source_id, kind=kind)
+
+
+def webhook_job(source_id: str, external_id: str, event: str, payload: dict | None = None,
+                webhook_event_id: int | None = None) -> dict:
+    _boot()
+    from kbframework.sync import process_webhook
+
+    return process_webhook(source_id, external_id, event, payload, webhook_event_id)
+
+
+def reindex_job(organization_id: str, which: str = "all", document_id: str | None = None) -> dict:
+    _boot()
+    from kbframework.documents import reindex_now
+
+    return reindex_now(organization_id, which=which, document_id=document_id)
+
+
+def expire_job() -> dict:
+    _boot()
+    from kbframework.documents import expire_documents
+
+    return expire_documents()

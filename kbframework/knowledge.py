@@ -1,0 +1,107 @@
+"""Applying what connectors and editors send (DocumentDrafts) to the documents table.
+
+This is where the freshness rules live: the source-side timestamp decides conflicts (§23),
+unpublished items are purged (never served), and a change that leaves the indexed text
+alone (price, stock, sale) updates columns and metadata without re-embedding anything.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timezone
+
+from sqlalchemy import delete, select
+
+from kbframework.ingest.pipeline import content_hash
+from kbframework.models import Chunk, Document, Source
+from kbframework.types import DocumentDraft
+
+log = logging.getLogger("kbframework.knowledge")
+
+COLUMN_FIELDS = ("title", "type", "document_role", "source_url", "raw_content", "normalized_content",
+                 "source_modified_at", "event_start", "event_end", "venue", "city",
+                 "primary_image_url", "tags", "expires_at")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def find_document(s, source: Source, external_id: str | None) -> Document | None:
+    if external_id is None:
+        return None
+    return s.scalar(select(Document).where(Document.source_id == source.id,
+                                           Document.external_id == str(external_id)))
+
+
+def purge_document(s, doc: Document, status: str = "deleted") -> None:
+    s.execute(delete(Chunk).where(Chunk.document_id == doc.id))
+    doc.chunk_count = 0
+    doc.indexed_hash = None
+    doc.status = status
+    doc.updated_at = utcnow()
+
+
+def apply_draft(s, source: Source, draft: DocumentDraft, *, force: bool = False) -> tuple[Document | None, str]:
+    """Upsert one draft. Returns (document, action) where action is one of:
+    ``created`` / ``changed`` (needs ingestion), ``cheap`` (columns only, no re-embed),
+    ``unchanged``, ``stale`` (older than what we hold: ignored), ``unpublished`` (purged),
+    ``ignored`` (unpublished and never known)."""
+    doc = find_document(s, source, draft.external_id)
+    if doc is not None and not force and _is_stale(doc, draft):
+        log.info("stale update ignored for %s/%s: %s <= %s", source.id, draft.external_id,
+                 draft.source_modified_at, doc.source_modified_at)
+        return doc, "stale"
+    if not draft.published:
+        if doc is None:
+            return None, "ignored"
+        if draft.source_modified_at:
+            doc.source_modified_at = draft.source_modified_at
+        purge_document(s, doc)
+        doc.metadata_ = {**(doc.metadata_ or {}), "unpublished_at": utcnow().isoformat()}
+        return doc, "unpublished"
+    new_hash = content_hash(draft.title, draft.normalized_content)
+    if doc is None:
+        doc = Document(id=uuid.uuid4(), organization_id=source.organization_id, source_id=source.id,
+                       external_id=str(draft.external_id) if draft.external_id is not None else None,
+                       status="syncing", metadata_={})
+        s.add(doc)
+        _copy(doc, draft)
+        doc.last_synced_at = utcnow()
+        s.flush()
+        return doc, "created"
+    text_changed = new_hash != doc.sync_hash
+    was_gone = doc.status in ("deleted",)
+    _copy(doc, draft)
+    doc.last_synced_at = utcnow()
+    if was_gone:
+        doc.status = "syncing"
+        return doc, "changed"
+    if text_changed or doc.chunk_count == 0 or force:
+        if doc.status not in ("disabled", "expired"):
+            doc.status = "syncing" if doc.chunk_count == 0 else doc.status
+        return doc, "changed"
+    return doc, "cheap" if s.is_modified(doc) else "unchanged"
+
+
+def _is_stale(doc: Document, draft: DocumentDraft) -> bool:
+    if draft.source_modified_at is not None and doc.source_modified_at is not None:
+        return draft.source_modified_at <= doc.source_modified_at and doc.status != "deleted"
+    return False
+
+
+def _copy(doc: Document, draft: DocumentDraft) -> None:
+    for f in COLUMN_FIELDS:
+        val = getattr(draft, f)
+        if f == "tags":
+            val = list(dict.fromkeys(t for t in (val or []) if t)) or None
+        if getattr(doc, f) != val:
+            setattr(doc, f, val)
+    meta = dict(doc.metadata_ or {})
+    for k in [k for k in meta if not k.startswith("last_") and k not in draft.metadata
+              and k not in ("unpublished_at",)]:
+        meta.pop(k)
+    meta.update(draft.metadata or {})
+    meta.pop("unpublished_at", None)
+    if meta != doc.metadata_:
+        doc.metadata_ = meta

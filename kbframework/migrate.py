@@ -1,0 +1,45 @@
+"""``kbf db upgrade``: Alembic, with the script folder inside the package."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import text
+
+from kbframework.db import get_engine
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def alembic_config() -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def upgrade(revision: str = "head") -> None:
+    engine = get_engine()
+    with engine.begin() as conn:
+        conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+    with engine.begin() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+    # the pgvector type must be registered on connections opened before the extension existed
+    engine.dispose()
+
+
+def downgrade(revision: str) -> None:
+    with get_engine().begin() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+
+
+def current() -> str | None:
+    with get_engine().connect() as conn:
+        try:
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        except Exception:
+            return None

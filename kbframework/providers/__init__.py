@@ -1,0 +1,1 @@
+"""Model providers shipped with the host (registered through the same hooks as plugins)."""

@@ -1,0 +1,60 @@
+"""Redis connection and the four RQ queues: ingest, sync, webhook, reindex."""
+from __future__ import annotations
+
+import redis
+from rq import Queue
+
+from kbframework.errors import ServiceUnavailable
+
+QUEUE_NAMES = ("webhook", "ingest", "sync", "reindex")  # a worker drains them in this order
+
+_redis: redis.Redis | None = None
+_url: str | None = None
+
+
+def init_redis(url: str) -> redis.Redis:
+    global _redis, _url
+    if _redis is None or _url != url:
+        _redis = redis.Redis.from_url(url)
+        _url = url
+    try:
+        _redis.ping()
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(f"Redis is not reachable at {url}: {exc}")
+    return _redis
+
+
+def get_redis() -> redis.Redis:
+    if _redis is None:
+        from kbframework.services import ensure_services
+
+        _, url = ensure_services()
+        init_redis(url)
+    return _redis
+
+
+def redis_ok() -> bool:
+    try:
+        return bool(get_redis().ping())
+    except Exception:
+        return False
+
+
+def redis_url_for_limits() -> str:
+    get_redis()
+    if _url.startswith("unix://"):
+        return "redis+unix://" + _url[len("unix://"):]
+    return _url
+
+
+def queue(name: str) -> Queue:
+    if name not in QUEUE_NAMES:
+        raise ValueError(f"unknown queue {name}")
+    return Queue(name, connection=get_redis(), default_timeout=3600)
+
+
+def enqueue(name: str, func, *args, job_id: str | None = None, **kwargs):
+    try:
+        return queue(name).enqueue(func, *args, job_id=job_id, **kwargs)
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(f"Could not queue the job: Redis is not reachable ({exc}).")

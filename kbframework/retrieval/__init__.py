@@ -1,0 +1,1 @@
+"""Retrieval and answer: filters, hybrid search, fusion, prompt, cards, fallbacks."""

@@ -1,0 +1,57 @@
+"""Passwords (Argon2id), secrets at rest (Fernet), random tokens."""
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from cryptography.fernet import Fernet, InvalidToken
+
+from kbframework.config import get_config
+
+_ph = PasswordHasher()
+
+
+def hash_password(password: str) -> str:
+    return _ph.hash(password)
+
+
+def verify_password(stored: str, password: str) -> bool:
+    try:
+        return _ph.verify(stored, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def new_token(nbytes: int = 32) -> str:
+    return secrets.token_urlsafe(nbytes)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _fernet() -> Fernet:
+    return Fernet(get_config().secret("encryption_key", "KB_ENCRYPTION_KEY", fernet=True).encode())
+
+
+def encrypt_json(data: dict) -> str:
+    return _fernet().encrypt(json.dumps(data).encode()).decode()
+
+
+def decrypt_json(token: str | None) -> dict:
+    if not token:
+        return {}
+    try:
+        return json.loads(_fernet().decrypt(token.encode()))
+    except InvalidToken:
+        raise ValueError("Stored secrets cannot be decrypted: KB_ENCRYPTION_KEY changed?")
+
+
+def mask(value: str | None) -> str | None:
+    """Show a secret back only as its last four characters."""
+    if not value:
+        return value
+    return "••••" + value[-4:] if len(value) > 8 else "••••"

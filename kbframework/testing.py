@@ -1,0 +1,197 @@
+"""``kbframework.testing``: pytest fixtures on the real embedded services (a pytest plugin).
+
+Fixtures: ``kb_services`` (PostgreSQL + pgvector and Redis in a scratch folder, migrated),
+``kb_app``, ``kb_clean`` (empty tables and Redis), ``kb_org``, ``kb_admin`` (a logged-in
+client with CSRF handled), ``kb_drain`` (run queued jobs now), ``kb_http_server`` (a small
+local HTTP server for faking a remote system at the protocol level).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+TABLES = ("chat_feedback", "chat_logs", "usage_ledger", "webhook_events", "chunks", "documents", "sync_runs",
+          "sources", "assistant_keys", "settings", "user_sessions", "memberships", "users", "organizations")
+
+
+@pytest.fixture(scope="session")
+def kb_services():
+    """Real embedded services in a scratch data folder (or DATABASE_URL/REDIS_URL when
+    KB_TEST_EXTERNAL=1), migrated to the newest schema."""
+    from kbframework import config as kbconfig
+    from kbframework import db, services
+
+    external = os.environ.get("KB_TEST_EXTERNAL") == "1"
+    keep = os.environ.get("KB_TEST_DATA_DIR")
+    data_dir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kbf-test-"))
+    saved = {k: os.environ.get(k) for k in ("KB_DATA_DIR", "DATABASE_URL", "REDIS_URL", "KB_EMBED_RETRY_BASE")}
+    os.environ["KB_DATA_DIR"] = str(data_dir)
+    os.environ["KB_EMBED_RETRY_BASE"] = "0.01"
+    if not external:
+        os.environ.pop("DATABASE_URL", None)
+        os.environ.pop("REDIS_URL", None)
+    kbconfig.reset_config()
+    cfg = kbconfig.get_config()
+    db_url, redis_url = services.ensure_services(cfg)
+    db.init_engine(db_url)
+    from kbframework.migrate import upgrade
+    from kbframework.queues import init_redis
+
+    upgrade()
+    init_redis(redis_url)
+    yield cfg
+    db.dispose()
+    if not external and not keep:
+        services.stop_postgres(cfg)
+        services.stop_redis(cfg)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    kbconfig.reset_config()
+
+
+@pytest.fixture(scope="session")
+def kb_app(kb_services):
+    from kbframework.web import create_app
+
+    app = create_app({"TESTING": True})
+    return app
+
+
+@pytest.fixture
+def kb_clean(kb_services):
+    """Empty every table and Redis before the test."""
+    from sqlalchemy import text
+
+    from kbframework.db import get_engine
+    from kbframework.queues import get_redis
+    from kbframework.retrieval.search import forget_counts
+
+    with get_engine().begin() as conn:
+        conn.execute(text("TRUNCATE " + ", ".join(TABLES) + " RESTART IDENTITY CASCADE"))
+    get_redis().flushdb()
+    forget_counts()
+    yield
+
+
+@pytest.fixture
+def kb_org(kb_clean):
+    from kbframework.accounts import create_org
+    from kbframework.db import session_scope
+
+    with session_scope() as s:
+        org = create_org(s, "Test Org", "Europe/Belgrade", "test-org")
+        return {"id": str(org.id), "slug": org.slug, "timezone": org.timezone}
+
+
+class AdminClient:
+    """A Flask test client logged in as an admin; adds the CSRF header to writes."""
+
+    def __init__(self, client, csrf: str, org: dict, email: str):
+        self.client, self.csrf, self.org, self.email = client, csrf, org, email
+
+    def _h(self, kw):
+        h = dict(kw.pop("headers", {}) or {})
+        h.setdefault("X-CSRF-Token", self.csrf)
+        return h
+
+    def get(self, *a, **kw):
+        return self.client.get(*a, **kw)
+
+    def post(self, *a, **kw):
+        return self.client.post(*a, headers=self._h(kw), **kw)
+
+    def put(self, *a, **kw):
+        return self.client.put(*a, headers=self._h(kw), **kw)
+
+    def delete(self, *a, **kw):
+        return self.client.delete(*a, headers=self._h(kw), **kw)
+
+
+def login_client(app, org: dict, email: str, password: str, role: str = "admin") -> AdminClient:
+    from kbframework.accounts import create_user, get_org_by_slug
+    from kbframework.db import session_scope
+
+    with session_scope() as s:
+        create_user(s, email, password, get_org_by_slug(s, org["slug"]), role)
+    client = app.test_client()
+    r = client.post("/api/admin/v1/login", json={"email": email, "password": password})
+    assert r.status_code == 200, r.get_data(as_text=True)
+    return AdminClient(client, r.get_json()["csrf_token"], org, email)
+
+
+@pytest.fixture
+def kb_admin(kb_app, kb_org):
+    return login_client(kb_app, kb_org, "admin@test.example", "correct horse battery")
+
+
+@pytest.fixture
+def kb_drain(kb_services):
+    """Call to run every queued job now, in this process, on the real Redis queues."""
+    from kbframework.worker import run_burst
+
+    return run_burst
+
+
+class LocalHTTPServer:
+    """Serve ``handler(method, path, headers, body) -> (status, headers, body)`` on 127.0.0.1."""
+
+    def __init__(self, handler):
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def _do(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                outer.requests.append((self.command, self.path, dict(self.headers), body))
+                status, headers, payload = handler(self.command, self.path, dict(self.headers), body)
+                if isinstance(payload, (dict, list)):
+                    payload = json.dumps(payload).encode()
+                    headers = {"Content-Type": "application/json", **headers}
+                elif isinstance(payload, str):
+                    payload = payload.encode()
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _do
+
+            def log_message(self, *a):
+                pass
+
+        self.requests: list = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def kb_http_server():
+    servers = []
+
+    def make(handler):
+        srv = LocalHTTPServer(handler)
+        servers.append(srv)
+        return srv
+
+    yield make
+    for s in servers:
+        s.close()

@@ -1,0 +1,74 @@
+"""The Flask host: ``create_app`` wires config, services, extensions and blueprints."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from flask import Flask
+
+from kbframework.config import get_config
+from kbframework.web.extensions import cors, limiter, login_manager
+
+log = logging.getLogger("kbframework.web")
+
+
+def create_app(test_config: dict | None = None) -> Flask:
+    cfg = get_config()
+    app = Flask(__name__, template_folder=None)
+    app.config.update(
+        SECRET_KEY=cfg.secret("flask_secret_key", "KB_SECRET_KEY"),
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=cfg.extra.get("secure_cookies", False),
+        PERMANENT_SESSION_LIFETIME=timedelta(days=cfg.session_days),
+        MAX_CONTENT_LENGTH=cfg.upload_max_bytes + 1024 * 1024,
+        JSON_SORT_KEYS=False,
+    )
+    if test_config:
+        app.config.update(test_config)
+
+    # services first: a database or Redis that is down stops start-up with a clear message
+    from kbframework.db import check_database, init_engine
+    from kbframework.services import ensure_services
+
+    db_url, redis_url = ensure_services(cfg)
+    init_engine(db_url)
+    check_database()
+    app.config["KB_REDIS_URL"] = redis_url
+    from kbframework.queues import init_redis
+
+    init_redis(redis_url)
+
+    from kbframework import registry
+
+    registry.validate_startup()
+
+    login_manager.init_app(app)
+    limiter.init_app(app)
+    cors.init_app(app, resources={r"/api/embed/*": {"origins": []}})
+
+    from kbframework.web import api_admin, api_embed, auth, errors, webhooks
+
+    errors.init_app(app)
+    auth.init_app(app)
+    app.register_blueprint(auth.bp)
+    app.register_blueprint(api_admin.bp)
+    app.register_blueprint(api_embed.bp)
+    app.register_blueprint(webhooks.bp)
+    try:
+        from kbframework.admin import views as admin_views
+
+        app.register_blueprint(admin_views.bp)
+    except ImportError as exc:  # the admin pages are optional for API-only deployments
+        log.warning("admin pages not available: %s", exc)
+    from kbframework.hooks.manager import get_plugin_manager
+
+    get_plugin_manager().hook.kb_register_blueprints(app=app)
+
+    @app.get("/healthz")
+    def healthz():
+        from kbframework.queues import redis_ok
+
+        return {"ok": True, "redis": redis_ok()}
+
+    return app
