@@ -233,11 +233,6 @@ _R_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|„[^“”]*[“”]|«[^»]*
                        r"|(?<![\w])'(?=\S).*?(?<=\S)'(?![\w])")
 _R_NEXT_WORD = re.compile(r"[ \t]+([^\W_][\w'’&]*)")
 _R_PREV_WORD = re.compile(r"([^\W_][\w'’&]*)[ \t]+$")
-_R_TRIGGER = re.compile(
-    r"\d|day|nite|night|week|wk|month|year|now|tom|tmr|2mo|yest|mon|tue|wed|thu|fri|sat|sun"
-    r"|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|morning|evening|afternoon|eve"
-    r"|first|second|third|fourth|fifth|tenth|eleventh|twelfth|teenth|twent|thirt|eighth|ninth"
-    r"|sixth|seventh", re.I)
 
 
 # --------------------------------------------------------------------------------------
@@ -1167,28 +1162,34 @@ def _h_month(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return None
 
 
-_RULES: list[tuple[re.Pattern, Callable[[_Ctx, re.Match], Optional[_Cand]]]] = [
-    (_R_TODAY, _h_today),
-    (_R_NOW, _h_now),
-    (_R_TOMORROW, _h_tomorrow),
-    (_R_YESTERDAY, _h_yesterday),
-    (_R_WEEKEND, _h_weekend),
-    (_R_WEEKDAY, _h_weekday),
-    (_R_WEEKDAY_WEEK, _h_weekday_week),
-    (_R_NTH, _h_nth),
-    (_R_PERIOD, _h_period),
-    (_R_NDAYS, _h_ndays),
-    (_R_MD, _h_md),
-    (_R_DM, _h_dm),
-    (_R_MD_RANGE, _h_md_range),
-    (_R_DM_RANGE, _h_dm_range),
-    (_R_NUMDATE, _h_numdate),
-    (_R_NUM_RANGE, _h_num_range),
-    (_R_DASHDATE, _h_dashdate),
-    (_R_ISO, _h_iso),
-    (_R_ISO_MONTH, _h_iso_month),
-    (_R_ORD, _h_ord),
-    (_R_MONTH, _h_month),
+_MONTH_NEEDLES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+                  "dec")
+_DIGIT = ("<digit>",)
+# (regex, handler, needles): a rule only runs when one of its needles occurs in the lower-cased
+# query (cheap substring tests keep the no-match path fast)
+_RULES: list[tuple[re.Pattern, Callable[[_Ctx, re.Match], Optional[_Cand]], tuple[str, ...]]] = [
+    (_R_TODAY, _h_today, ("tonight", "tonite", "2nite", "today", "this")),
+    (_R_NOW, _h_now, ("now",)),
+    (_R_TOMORROW, _h_tomorrow, ("tom", "tmr", "2mor")),
+    (_R_YESTERDAY, _h_yesterday, ("yesterday", "night")),
+    (_R_WEEKEND, _h_weekend, ("week", "wk")),
+    (_R_WEEKDAY, _h_weekday, ("mon", "tue", "wed", "thu", "fri", "sat", "sun")),
+    (_R_WEEKDAY_WEEK, _h_weekday_week, ("week",)),
+    (_R_NTH, _h_nth, ("first", "1st", "second", "2nd", "third", "3rd", "fourth", "4th", "fifth",
+                      "5th", "last")),
+    (_R_PERIOD, _h_period, ("week", "month", "year")),
+    (_R_NDAYS, _h_ndays, ("days", "nights", "weeks", "months")),
+    (_R_MD, _h_md, _MONTH_NEEDLES),
+    (_R_DM, _h_dm, _MONTH_NEEDLES),
+    (_R_MD_RANGE, _h_md_range, _MONTH_NEEDLES),
+    (_R_DM_RANGE, _h_dm_range, _MONTH_NEEDLES),
+    (_R_NUMDATE, _h_numdate, _DIGIT),
+    (_R_NUM_RANGE, _h_num_range, _DIGIT),
+    (_R_DASHDATE, _h_dashdate, _DIGIT),
+    (_R_ISO, _h_iso, _DIGIT),
+    (_R_ISO_MONTH, _h_iso_month, _DIGIT),
+    (_R_ORD, _h_ord, _DIGIT),
+    (_R_MONTH, _h_month, _MONTH_NEEDLES),
 ]
 
 def _align_weekday(ctx: _Ctx, c: _Cand, w: int) -> None:
@@ -1233,11 +1234,17 @@ def parse_temporal(query: str, now: datetime, tz: str = "UTC", cutoff: time = ti
     ``cutoff`` is the night cut-off that separates event days (a ``time``, an "HH:MM"
     string or None for 05:00). Returns None when the query has no temporal intent.
     """
-    if not query or not _R_TRIGGER.search(query):
+    if not query:
+        return None
+    low = query.lower()
+    has_digit = any(c.isdigit() for c in query)
+    active = [(rx, handler) for rx, handler, needles in _RULES
+              if (has_digit if needles is _DIGIT else any(n in low for n in needles))]
+    if not active:
         return None
     ctx = _Ctx(query, now, tz, cutoff, weekend_starts_friday)
     cands: list[_Cand] = []
-    for rx, handler in _RULES:
+    for rx, handler in active:
         for m in rx.finditer(query):
             c = handler(ctx, m)
             if c is None:

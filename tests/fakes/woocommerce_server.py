@@ -486,6 +486,8 @@ class FakeWooStore:
             self._variations.setdefault(p["id"], {})
             for spec in variations or ():
                 self._add_variation(p, dict(spec))
+            if p["type"] == "variable":
+                self._sync_parent(p)
             self._finish_product(p)
             result = copy.deepcopy(p)
         self._auto("product.created", result["id"])

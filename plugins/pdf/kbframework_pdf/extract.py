@@ -129,6 +129,7 @@ SIG_WINDOW = 1024  # %PDF- must appear within the first N bytes
 EOF_WINDOW = 4096  # %%EOF must appear within the last N bytes
 
 _CID_RE = re.compile(r"\(cid:\d+\)")
+_SIGNATURE_RE = re.compile(rb"%PDF-\d\.\d")
 _PAGE_NUM_RE = re.compile(
     r"^(?:(?:page|seite|p\.|s\.)\s*)?[-–—\[(]?\s*\d{1,5}\s*[-–—\])]?"
     r"(?:\s*(?:of|von|/|\|)\s*\d{1,5})?$",
@@ -167,8 +168,9 @@ def _mb(n: int) -> str:
 
 def check_pdf_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
     """Cheap checks on the raw bytes, before parsing.  Raises :class:`PdfError`
-    for an empty file, a file over ``max_bytes`` (``too_large``) or content
-    without the ``%PDF-`` signature in its first 1024 bytes (``not_a_pdf``)."""
+    for an empty file (``empty``), a file over ``max_bytes`` (``too_large``) or
+    content without the ``%PDF-x.y`` signature in its first 1024 bytes
+    (``not_a_pdf``; the file name plays no part)."""
     if data is None or len(data) == 0:
         raise PdfError("empty", "The file is empty (0 bytes); upload the complete PDF document.")
     if max_bytes is not None and len(data) > max_bytes:
@@ -177,7 +179,7 @@ def check_pdf_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
             f"This PDF is {_mb(len(data))} MB, which is over the {_mb(max_bytes)} MB limit; "
             "upload a smaller file or split it into parts.",
         )
-    if b"%PDF-" not in bytes(data[:SIG_WINDOW]):
+    if not _SIGNATURE_RE.search(bytes(data[:SIG_WINDOW])):
         raise PdfError(
             "not_a_pdf",
             "This file is not a PDF document (its content does not start with the %PDF- "
@@ -714,7 +716,10 @@ def _remove_headers_footers(layouts: list[_PageLayout]) -> list[str]:
     not_running: set[str] = set()  # looked alike twice on one page: body text
     for lay in pages:
         lines = sorted(lay.lines, key=lambda l: (l.top, l.x0))
-        cand = lines[:HEADER_ZONE] + [l for l in lines[-HEADER_ZONE:] if l not in lines[:HEADER_ZONE]]
+        # the zone shrinks on short pages so that it never swallows the body;
+        # a page of a single line has no header/footer to speak of
+        zone = 0 if len(lines) < 2 else min(HEADER_ZONE, max(1, len(lines) // 3))
+        cand = lines[:zone] + [l for l in lines[len(lines) - zone :] if l not in lines[:zone]]
         edges[lay.number] = cand
         norms = {l.norm for l in cand if l.norm}
         seen: dict[str, str] = {}

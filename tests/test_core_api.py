@@ -1,0 +1,222 @@
+"""Platform core through its public surface, on the real PostgreSQL + pgvector and Redis."""
+import json
+
+import pytest
+from sqlalchemy import func, select
+
+from kbframework.db import session_scope
+from kbframework.models import ChatLog, Chunk, Document
+from kbframework.testing import login_client
+
+RETURNS = ("# Return policy\n\nYou can return any item within 30 days of delivery for a full refund. "
+           "Items must be unused and in their original packaging. Refunds reach your card within five "
+           "business days.")
+
+
+def add_note(admin, title, body, **extra):
+    r = admin.post("/api/admin/v1/documents/manual?wait=1", json={"title": title, "body": body, **extra})
+    assert r.status_code == 201, r.get_data(as_text=True)
+    return r.get_json()
+
+
+def test_ingest_retrieve_answer_end_to_end(kb_admin):
+    doc = add_note(kb_admin, "Return policy", RETURNS, tags=["policy"], role="support")
+    add_note(kb_admin, "Opening hours", "We are open Monday to Friday from 9:00 to 17:00.")
+    assert doc["status"] == "active" and doc["chunk_count"] == 1
+    r = kb_admin.post("/api/admin/v1/chat", json={"question": "what is your return policy?"})
+    assert r.status_code == 200, r.get_data(as_text=True)
+    out = r.get_json()
+    assert "30 days" in out["answer"]
+    src = out["sources"][0]
+    assert src["document_id"] == doc["id"] and src["document_title"] == "Return policy"
+    assert src["source_type"] == "manual" and src["chunk_id"] and src["snippet"]
+    assert {"external_id", "source_url"} <= set(src)
+    dbg = out["debug"]
+    assert dbg["vector"]["hits"] and dbg["keyword"]["hits"] and dbg["fused"]
+    assert dbg["fused"][0]["document_id"] == doc["id"]
+    assert "Return policy" in dbg["prompt"]
+    assert dbg["llm"]["used_llm"] is False and "No LLM" in dbg["llm"]["note"]
+    assert set(dbg["timings_ms"]) >= {"embed_query", "vector_search", "keyword_search", "call_llm"}
+    with session_scope() as s:
+        log = s.scalar(select(ChatLog).where(ChatLog.id == out["message_id"]))
+        assert log.query == "what is your return policy?"
+        assert log.used_chunk_ids == [src["chunk_id"] for src in out["sources"]]
+        assert log.prompt and log.retrieval_debug["fused"]
+
+
+def test_unchanged_content_is_not_reembedded(kb_admin):
+    doc = add_note(kb_admin, "Return policy", RETURNS)
+    with session_scope() as s:
+        first = s.scalars(select(Chunk.id).where(Chunk.document_id == doc["id"])).all()
+    r = kb_admin.put(f"/api/admin/v1/documents/manual/{doc['id']}?wait=1", json={"tags": ["x"]})
+    assert r.status_code == 200
+    with session_scope() as s:
+        assert s.scalars(select(Chunk.id).where(Chunk.document_id == doc["id"])).all() == first
+    r = kb_admin.put(f"/api/admin/v1/documents/manual/{doc['id']}?wait=1",
+                     json={"body": RETURNS + " Sale items are final."})
+    with session_scope() as s:
+        new = s.scalars(select(Chunk.id).where(Chunk.document_id == doc["id"])).all()
+        assert new and new != first
+        assert "Sale items" in s.scalar(select(Chunk.content).where(Chunk.document_id == doc["id"]))
+
+
+def test_failing_embedder_keeps_old_chunks_serving(kb_admin, monkeypatch):
+    doc = add_note(kb_admin, "Return policy", RETURNS)
+    from kbframework import registry
+
+    provider = registry.embedder()
+
+    def boom(texts):
+        raise RuntimeError("embedding service down")
+
+    monkeypatch.setattr(provider, "embed_batch", boom)
+    r = kb_admin.put(f"/api/admin/v1/documents/manual/{doc['id']}?wait=1",
+                     json={"body": "Completely new text about gift cards."})
+    assert r.status_code == 200
+    d = r.get_json()
+    assert d["status"] == "error" and "embedding service down" in d["last_error"]
+    with session_scope() as s:
+        contents = s.scalars(select(Chunk.content).where(Chunk.document_id == doc["id"])).all()
+    assert len(contents) == 1 and "30 days" in contents[0]
+    # retrieval degrades to the keyword leg and still answers from the old chunks
+    r = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy refund"})
+    out = r.get_json()
+    assert r.status_code == 200 and out["sources"][0]["document_id"] == doc["id"]
+    assert out["debug"]["embedding"]["degraded"] is True
+    assert out["debug"]["vector"]["hits"] == []
+
+
+def test_zero_results_no_llm_and_fallback(kb_admin):
+    r = kb_admin.post("/api/admin/v1/chat", json={"question": "do you sell submarines?"})
+    out = r.get_json()
+    assert r.status_code == 200
+    assert out["cards"] == [] and out["sources"] == []
+    assert out["debug"]["reason"] == "pre_filter_empty"
+    assert "llm" not in out["debug"]
+    add_note(kb_admin, "Opening hours", "We are open Monday to Friday from 9:00 to 17:00.")
+    with session_scope() as s:
+        from kbframework.models import Setting
+        s.execute(Setting.__table__.update().values(similarity_floor=0.99))
+    r = kb_admin.post("/api/admin/v1/chat", json={"question": "xylophone submarine"})
+    out = r.get_json()
+    assert out["debug"]["reason"] == "no_results_above_threshold" and out["sources"] == []
+    with session_scope() as s:
+        assert s.scalar(select(func.count()).select_from(ChatLog).where(ChatLog.zero_result)) == 2
+
+
+def test_disabled_document_leaves_retrieval(kb_admin):
+    doc = add_note(kb_admin, "Return policy", RETURNS)
+    r = kb_admin.put(f"/api/admin/v1/documents/{doc['id']}/status", json={"status": "disabled"})
+    assert r.get_json()["status"] == "disabled"
+    out = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy"}).get_json()
+    assert out["sources"] == []
+    kb_admin.put(f"/api/admin/v1/documents/{doc['id']}/status", json={"status": "active"})
+    out = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy"}).get_json()
+    assert out["sources"][0]["document_id"] == doc["id"]
+
+
+@pytest.mark.parametrize("payload,status,code", [
+    ({"question": ""}, 400, "empty_question"),
+    ({"question": "x" * 10_000_000}, 413, None),
+    ({"history": "nope", "question": "hi"}, 400, "invalid_input"),
+])
+def test_bad_chat_input(kb_admin, payload, status, code):
+    r = kb_admin.post("/api/admin/v1/chat", json=payload)
+    assert r.status_code == status
+    body = r.get_json()
+    assert "error" in body and body["error"]["message"]
+    if code:
+        assert body["error"]["code"] == code
+
+
+def test_malformed_json_and_auth_errors(kb_app, kb_admin):
+    r = kb_admin.post("/api/admin/v1/chat", data="{not json", content_type="application/json")
+    assert r.status_code == 400 and r.get_json()["error"]["code"] == "malformed_json"
+    anon = kb_app.test_client()
+    r = anon.post("/api/admin/v1/chat", json={"question": "hi"})
+    assert r.status_code in (401, 403) and "error" in r.get_json()
+    r = anon.post("/api/admin/v1/login", json={"email": "admin@test.example", "password": "wrong"})
+    assert r.status_code == 401 and r.get_json()["error"]["code"] == "invalid_credentials"
+    # a write without the CSRF token is refused
+    r = kb_admin.client.post("/api/admin/v1/documents/manual", json={"title": "t", "body": "b"})
+    assert r.status_code == 403 and r.get_json()["error"]["code"] == "csrf_failed"
+
+
+def test_logout_revokes_the_session(kb_admin):
+    assert kb_admin.get("/api/admin/v1/me").status_code == 200
+    assert kb_admin.post("/api/admin/v1/logout").status_code == 200
+    r = kb_admin.get("/api/admin/v1/me")
+    assert r.status_code == 401
+
+
+def test_cross_organization_access_is_404(kb_app, kb_admin):
+    from kbframework.accounts import create_org
+
+    doc = add_note(kb_admin, "Return policy", RETURNS)
+    with session_scope() as s:
+        other = create_org(s, "Other Org", "UTC", "other-org")
+        other = {"id": str(other.id), "slug": "other-org"}
+    intruder = login_client(kb_app, other, "intruder@other.example", "another long password")
+    for method, url, body in [
+        ("get", f"/api/admin/v1/documents/{doc['id']}", None),
+        ("put", f"/api/admin/v1/documents/{doc['id']}/status", {"status": "disabled"}),
+        ("put", f"/api/admin/v1/documents/manual/{doc['id']}", {"title": "pwned"}),
+        ("post", f"/api/admin/v1/documents/{doc['id']}/reindex", None),
+        ("delete", f"/api/admin/v1/documents/{doc['id']}", None),
+    ]:
+        r = getattr(intruder, method)(url, json=body) if body else getattr(intruder, method)(url)
+        assert r.status_code == 404, (method, url, r.status_code)
+        assert "Return policy" not in r.get_data(as_text=True)
+    assert intruder.get("/api/admin/v1/documents").get_json()["total"] == 0
+    out = intruder.post("/api/admin/v1/chat", json={"question": "return policy"}).get_json()
+    assert out["sources"] == []
+    with session_scope() as s:
+        assert s.get(Document, doc["id"]).title == "Return policy"
+
+
+def test_member_is_read_only(kb_app, kb_org):
+    member = login_client(kb_app, kb_org, "member@test.example", "member password 1", role="member")
+    assert member.get("/api/admin/v1/documents").status_code == 200
+    r = member.post("/api/admin/v1/documents/manual", json={"title": "t", "body": "b"})
+    assert r.status_code == 403 and r.get_json()["error"]["code"] == "forbidden"
+
+
+def test_manual_validation_errors(kb_admin):
+    r = kb_admin.post("/api/admin/v1/documents/manual", json={"title": "", "body": "  "})
+    assert r.status_code == 400
+    err = r.get_json()["error"]
+    assert err["code"] == "invalid_input" and "title" in err["details"]
+    r = kb_admin.post("/api/admin/v1/documents/manual", json={"title": "t", "body": "b", "role": "boss"})
+    assert r.status_code == 400 and "role" in r.get_json()["error"]["details"]
+    with session_scope() as s:
+        assert s.scalar(select(func.count()).select_from(Document)) == 0
+
+
+def test_queue_and_worker_index_the_document(kb_admin, kb_drain):
+    r = kb_admin.post("/api/admin/v1/documents/manual", json={"title": "Gift cards", "body": "Gift cards never expire."})
+    doc = r.get_json()
+    assert doc["status"] == "syncing" and doc["chunk_count"] == 0
+    kb_drain()
+    d = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()
+    assert d["status"] == "active" and d["chunks"][0]["token_count"] > 0
+    assert d["chunks"][0]["embedding_model"] == "wordllama-l2_supercat-256"
+
+
+def test_public_embed_chat_has_no_debug(kb_app, kb_admin):
+    from kbframework.keys import create_key
+
+    add_note(kb_admin, "Return policy", RETURNS)
+    with session_scope() as s:
+        key = create_key(s, kb_admin.org["id"], ["https://shop.example"]).key
+    c = kb_app.test_client()
+    r = c.post(f"/api/embed/v1/{key}/chat", json={"message": "return policy?"},
+               headers={"Origin": "https://shop.example"})
+    assert r.status_code == 200, r.get_data(as_text=True)
+    out = r.get_json()
+    assert "30 days" in out["answer"] and out["sources"]
+    assert "debug" not in out and "prompt" not in json.dumps(out)
+    assert r.headers["Access-Control-Allow-Origin"] == "https://shop.example"
+    r = c.post(f"/api/embed/v1/{key}/chat", json={"message": "hi"}, headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403
+    r = c.post("/api/embed/v1/kb_pk_unknown/chat", json={"message": "hi"}, headers={"Origin": "https://shop.example"})
+    assert r.status_code == 404

@@ -1,0 +1,35 @@
+"""RRF and role boosts checked by hand on a small example."""
+from kbframework.retrieval.search import Hit, apply_role_boost, rrf
+
+
+def hits(leg, ids):
+    return [Hit(chunk_id=c, document_id=f"d{c}", rank=i + 1, score=1.0, leg=leg) for i, c in enumerate(ids)]
+
+
+def test_rrf_scores_by_hand():
+    fused = rrf({"vector": hits("vector", [1, 2, 3]), "keyword": hits("keyword", [3, 1, 4])})
+    by_id = {f["chunk_id"]: f for f in fused}
+    # chunk 1: 1/(60+1) + 1/(60+2); chunk 3: 1/(60+3) + 1/(60+1); chunk 2: 1/62; chunk 4: 1/63
+    assert abs(by_id[1]["score"] - (1 / 61 + 1 / 62)) < 1e-8
+    assert abs(by_id[3]["score"] - (1 / 63 + 1 / 61)) < 1e-8
+    assert abs(by_id[2]["score"] - 1 / 62) < 1e-8
+    assert abs(by_id[4]["score"] - 1 / 63) < 1e-8
+    assert [f["chunk_id"] for f in fused] == [1, 3, 2, 4]
+    assert by_id[3]["ranks"] == {"vector": 3, "keyword": 1}
+    assert [f["rank"] for f in fused] == [1, 2, 3, 4]
+
+
+def test_rrf_single_leg_keeps_order():
+    fused = rrf({"vector": [], "keyword": hits("keyword", [9, 8, 7])})
+    assert [f["chunk_id"] for f in fused] == [9, 8, 7]
+
+
+def test_role_boost_reranks_but_never_filters():
+    fused = rrf({"vector": hits("vector", [1, 2, 3])})
+    roles = {"d1": "article", "d2": "support", "d3": "product"}
+    out = apply_role_boost(fused, roles, ["product", "support", "article"])
+    assert [f["chunk_id"] for f in out] == [3, 2, 1]
+    assert {f["chunk_id"]: f["boost"] for f in out} == {3: 1.3, 2: 1.1, 1: 1.0}
+    assert len(out) == 3
+    # neutral mode: no boost, order unchanged
+    assert [f["chunk_id"] for f in apply_role_boost(fused, roles, [])] == [1, 2, 3]
