@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 from psycopg2.extras import execute_values
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 
 from kbframework import registry
 from kbframework.db import session_scope
@@ -159,7 +159,8 @@ def replace_chunks_step(session, w: _Work) -> None:
     session.execute(update(Document).where(Document.id == w.doc_id).values(
         status="active", sync_hash=w.sync_hash, indexed_hash=w.indexed_hash,
         chunk_count=len(w.chunks), last_synced_at=now, updated_at=now,
-        metadata_=jsonb_remove(Document.metadata_, "last_error", "last_error_at")))
+        metadata_=jsonb_merge(jsonb_remove(Document.metadata_, "last_error", "last_error_at"),
+                              {"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps}})))
 
 
 def _json(d: dict) -> str:
@@ -236,19 +237,27 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
             results[str(w.doc_id)] = IngestResult(str(w.doc_id), "error", error=_reason(exc),
                                                   steps=w.steps)
         work = []
-    # 6: replace, one transaction per document
-    for w in work:
-        did = str(w.doc_id)
-        try:
-            with session_scope() as s:
-                replace_chunks_step(s, w)
-            w.steps.append({"step": "replace", "chunks": len(w.chunks)})
-            results[did] = IngestResult(did, "indexed", len(w.chunks), steps=w.steps)
-        except Exception as exc:
-            log.exception("replacing chunks of %s failed", did)
-            mark_error(w.doc_id, _reason(exc))
-            results[did] = IngestResult(did, "error", error=_reason(exc), steps=w.steps)
-    _store_traces(results)
+    # 6: replace, all or nothing per document: a savepoint each, one commit for the batch
+    #    (synchronous_commit off: a crash may lose the last batch's commit, never half of a
+    #    document; the next sync or re-index simply redoes it)
+    failed: list[tuple[_Work, Exception]] = []
+    if work:
+        with session_scope() as s:
+            s.execute(text("SET LOCAL synchronous_commit TO OFF"))
+            for w in work:
+                did = str(w.doc_id)
+                w.steps.append({"step": "replace", "chunks": len(w.chunks)})
+                try:
+                    with s.begin_nested():
+                        replace_chunks_step(s, w)
+                    results[did] = IngestResult(did, "indexed", len(w.chunks), steps=w.steps)
+                except Exception as exc:
+                    log.exception("replacing chunks of %s failed", did)
+                    failed.append((w, exc))
+    for w, exc in failed:
+        mark_error(w.doc_id, _reason(exc))
+        results[str(w.doc_id)] = IngestResult(str(w.doc_id), "error", error=_reason(exc), steps=w.steps)
+    _store_traces({k: r for k, r in results.items() if r.action != "indexed"})
     return [results.get(str(d)) or IngestResult(str(d), "skipped") for d in document_ids]
 
 

@@ -227,20 +227,46 @@ def _vec_literal(v) -> str:
 
 
 def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[list[Hit], dict]:
-    """Full text: chunks matching all terms (websearch syntax) rank first, then any term."""
+    """Full text in tiers, each ranked by ts_rank_cd: chunks matching every term (websearch
+    syntax: quotes and -exclusions work), then any two terms, then any term. A later tier only
+    runs when the earlier ones found fewer than k chunks, so common words never force ranking
+    the whole organization."""
+    lexemes = session.execute(text(
+        "SELECT coalesce(array_agg(lexeme ORDER BY length(lexeme) DESC), '{}') "
+        "FROM unnest(to_tsvector('english', :q))"), {"q": query}).scalar() or []
+    if not lexemes:
+        return [], {"tiers": [], "lexemes": []}
+    quoted = ["'" + lx.replace("'", "''") + "'" for lx in lexemes[:8]]
+    tiers = [("all_terms", None)]
+    if len(quoted) >= 3:
+        pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:6]) for b in quoted[i + 1:6]]
+        tiers.append(("two_terms", " | ".join(pairs)))
+    if len(quoted) >= 2:
+        tiers.append(("any_term", " | ".join(quoted)))
     where, p = pf.sql()
-    p.update(qtext=query, k=k)
-    sql = (
-        "WITH q AS (SELECT websearch_to_tsquery('english', :qtext) AS allq, "
-        "NULLIF(replace(plainto_tsquery('english', :qtext)::text, ' & ', ' | '), '')::tsquery AS anyq) "
-        "SELECT c.id, c.document_id, (c.tsv @@ q.allq) AS all_terms, ts_rank_cd(c.tsv, q.anyq, 32) AS r "
-        "FROM q, chunks c JOIN documents d ON d.id = c.document_id "
-        f"WHERE q.anyq IS NOT NULL AND c.organization_id = :org AND c.tsv @@ q.anyq AND {where} "
-        "ORDER BY all_terms DESC, r DESC, c.id LIMIT :k")
-    rows = session.execute(bind(sql, p), p).all()
-    hits = [Hit(r[0], str(r[1]), i + 1, float(r[3]) + (1.0 if r[2] else 0.0), "keyword")
-            for i, r in enumerate(rows)]
-    return hits, {"all_terms_hits": sum(1 for r in rows if r[2])}
+    hits: list[Hit] = []
+    seen: set[int] = set()
+    used = []
+    bonus = {"all_terms": 2.0, "two_terms": 1.0, "any_term": 0.0}
+    for name, tq in tiers:
+        if len(hits) >= k:
+            break
+        q = "websearch_to_tsquery('english', :qtext)" if tq is None else "CAST(:tq AS tsquery)"
+        params = {**p, "qtext": query, "tq": tq, "k": k, "seen": list(seen) or [0]}
+        sql = (f"SELECT c.id, c.document_id, ts_rank_cd(c.tsv, {q}, 32) AS r "
+               "FROM chunks c JOIN documents d ON d.id = c.document_id "
+               f"WHERE c.organization_id = :org AND c.tsv @@ {q} AND {where} AND c.id <> ALL(:seen) "
+               "ORDER BY r DESC, c.id LIMIT :k")
+        rows = session.execute(bind(sql, params), params).all()
+        used.append({"tier": name, "hits": len(rows)})
+        for r in rows:
+            if len(hits) >= k:
+                break
+            if r[0] in seen:
+                continue
+            seen.add(r[0])
+            hits.append(Hit(r[0], str(r[1]), len(hits) + 1, float(r[2]) + bonus[name], "keyword"))
+    return hits, {"tiers": used, "lexemes": lexemes[:8]}
 
 
 # --------------------------------------------------------------------------- fusion

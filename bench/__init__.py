@@ -1,0 +1,1 @@
+"""`make bench`: measured figures, printed and written as JSON (never asserted in tests)."""

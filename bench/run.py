@@ -1,0 +1,63 @@
+"""`make bench`: run every benchmark module on scratch embedded services; print and write JSON.
+
+Results go to bench/results/latest.json. Benchmarks never fail the build: they measure.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+MODULES = ["core_bench", "woocommerce_bench", "wordpress_bench", "embed_bench", "pdf_bench", "retrieval_bench"]
+
+
+def main() -> int:
+    only = sys.argv[1:] or MODULES
+    data_dir = Path(tempfile.mkdtemp(prefix="kbf-bench-"))
+    os.environ["KB_DATA_DIR"] = str(data_dir)
+    os.environ.pop("DATABASE_URL", None)
+    os.environ.pop("REDIS_URL", None)
+    from kbframework import services
+    from kbframework.config import get_config
+    from kbframework.db import init_engine
+    from kbframework.migrate import upgrade
+
+    cfg = get_config()
+    db_url, redis_url = services.ensure_services(cfg)
+    init_engine(db_url)
+    upgrade()
+    results = {"machine": {"cpus": os.cpu_count()}, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    try:
+        for name in only:
+            try:
+                mod = importlib.import_module(f"bench.{name}")
+            except ModuleNotFoundError:
+                continue
+            print(f"\n== {name} ==", flush=True)
+            t = time.perf_counter()
+            try:
+                results[name] = mod.run()
+            except Exception as exc:
+                traceback.print_exc()
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            results[name]["_seconds"] = round(time.perf_counter() - t, 1) if isinstance(results[name], dict) else None
+    finally:
+        services.stop_postgres(cfg)
+        services.stop_redis(cfg)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(results, indent=2, default=str))
+    print("\n" + json.dumps(results, indent=2, default=str))
+    print(f"\nwritten to {out / 'latest.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

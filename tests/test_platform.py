@@ -1,0 +1,114 @@
+"""Embedded services, migrations, the plugin host and the CLI, for real."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KBF = str(Path(sys.executable).parent / "kbf")
+
+
+def kbf(*args, env=None, input=None, check=True):
+    e = {**os.environ, **(env or {})}
+    r = subprocess.run([KBF, *args], capture_output=True, text=True, env=e, input=input, timeout=120)
+    if check and r.returncode != 0:
+        raise AssertionError(f"kbf {' '.join(args)} failed ({r.returncode}): {r.stderr}{r.stdout}")
+    return r
+
+
+def test_embedded_services_start_stop_and_keep_data(tmp_path):
+    env = {"KB_DATA_DIR": str(tmp_path / "var"), "DATABASE_URL": "", "REDIS_URL": ""}
+    try:
+        kbf("services", "start", env=env)
+        assert "postgres: running" in kbf("services", "status", env=env).stdout
+        assert "export DATABASE_URL=" in kbf("services", "env", env=env).stdout
+        kbf("db", "upgrade", env=env)
+        kbf("org", "create", "Keep Co", "--timezone", "Europe/Berlin", env=env)
+        kbf("services", "stop", env=env)
+        r = kbf("services", "status", env=env, check=False)
+        assert r.returncode != 0 and "stopped" in r.stdout
+        kbf("services", "start", env=env)
+        assert "keep-co" in kbf("org", "list", env=env).stdout
+    finally:
+        kbf("services", "stop", env=env, check=False)
+
+
+def test_migrations_run_from_empty_and_back(tmp_path):
+    env = {"KB_DATA_DIR": str(tmp_path / "var"), "DATABASE_URL": "", "REDIS_URL": ""}
+    try:
+        assert "empty" in kbf("db", "current", env=env).stdout
+        assert "0001" in kbf("db", "upgrade", env=env).stdout
+        kbf("db", "downgrade", "base", env=env)
+        assert "empty" in kbf("db", "current", env=env).stdout
+        assert "0001" in kbf("db", "upgrade", env=env).stdout
+    finally:
+        kbf("services", "stop", env=env, check=False)
+
+
+def test_database_down_is_a_clear_cli_error():
+    r = kbf("org", "list", env={"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}, check=False)
+    assert r.returncode != 0
+    assert "database is not reachable" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_end_to_end(kb_services, kb_clean, tmp_path):
+    env = {"KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
+    assert "created organization acme" in kbf("org", "create", "Acme", "--timezone", "Europe/Belgrade", env=env).stdout
+    r = kbf("user", "create", "boss@acme.example", "--org", "acme", "--role", "admin", env=env)
+    assert "password:" in r.stdout
+    body = tmp_path / "returns.md"
+    body.write_text("# Returns\n\nReturns are accepted within 14 days with the receipt.")
+    r = kbf("doc", "add-manual", "--org", "acme", "--title", "Returns", "--body-file", str(body),
+            "--tags", "policy", "--role", "support", env=env)
+    assert "indexed: 1 chunks" in r.stdout
+    r = kbf("ask", "--org", "acme", "what is your return policy?", env=env)
+    assert "14 days" in r.stdout and "Sources:" in r.stdout
+    import json
+
+    out = json.loads(kbf("ask", "--org", "acme", "--json", "returns", env=env).stdout)
+    assert out["sources"][0]["document_title"] == "Returns" and "fused" in out["debug"]
+    r = kbf("ask", "--org", "nope", "hi", env=env, check=False)
+    assert r.returncode != 0 and "No organization with slug 'nope'" in r.stderr
+    r = kbf("ask", "--org", "acme", "", env=env, check=False)
+    assert r.returncode != 0 and "empty" in r.stderr
+    r = kbf("org", "create", "Bad", "--timezone", "Mars/Olympus", env=env, check=False)
+    assert r.returncode != 0 and "Unknown time zone" in r.stderr
+    r = kbf("key", "create", "--org", "acme", "--origin", "https://acme.example", env=env)
+    assert "kb_pk_" in r.stdout
+
+
+def test_plugins_listing_and_duplicate_source_type(kb_services):
+    r = kbf("plugins")
+    assert "manual" in r.stdout and "kb_source_types" in r.stdout
+    from kbframework import registry
+    from kbframework.errors import StartupError
+    from kbframework.hooks.manager import build_plugin_manager, reset_plugin_manager
+    from kbframework.hooks.markers import hookimpl
+
+    class Dup:
+        @hookimpl
+        def kb_source_types(self):
+            from kbframework_manual.connector import ManualConnector
+
+            return [ManualConnector()]
+
+    pm = build_plugin_manager()
+    pm.register(Dup(), name="impostor")
+    reset_plugin_manager(pm)
+    try:
+        with pytest.raises(StartupError) as exc:
+            registry.source_types()
+        assert "'manual'" in exc.value.message and "impostor" in exc.value.message
+    finally:
+        reset_plugin_manager(None)
+
+
+def test_kb_load_plugins_restricts_loading():
+    r = kbf("plugins", "--json", env={"KB_LOAD_PLUGINS": "nothing-like-this"})
+    import json
+
+    names = [p["name"] for p in json.loads(r.stdout)]
+    assert "manual" not in names and "kbframework.default_plugins.providers" in names
