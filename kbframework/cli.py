@@ -255,6 +255,32 @@ def _read_text(path: str) -> str:
         raise KBError(f"{path} is not UTF-8 text.")
 
 
+@doc.command("add-pdf")
+@click.option("--org", "org_slug", required=True)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--title")
+@click.option("--role", default="support", show_default=True)
+@click.option("--replace", "replace_id", help="a PDF document id to replace with this file")
+@click.option("--queue", "use_queue", is_flag=True, help="hand the extraction to a worker instead")
+def doc_add_pdf(org_slug, file, title, role, replace_id, use_queue):
+    try:
+        from kbframework_pdf.service import upload
+    except ImportError:
+        raise KBError("The PDF plugin (kbframework-pdf) is not installed.")
+    from kbframework.db import session_scope
+
+    path = Path(file)
+    if not path.exists():
+        raise KBError(f"No such file: {file}")
+    with session_scope() as s:
+        oid = _org(s, org_slug).id
+    d = upload(oid, path.read_bytes(), path.name, title=title, role=role, replace_document_id=replace_id,
+               inline=not use_queue)
+    if d["status"] == "error":
+        raise KBError(f"document {d['id']} could not be indexed: {d['last_error']}")
+    click.echo(f"document {d['id']} ({d['title']}): {d['status']}, {d['chunk_count']} chunks")
+
+
 @doc.command("list")
 @click.option("--org", "org_slug", required=True)
 @click.option("--status")
@@ -397,6 +423,53 @@ def filters_cmd(org_slug, now, as_json, query):
     click.echo("merged: " + json.dumps(merged, default=str))
 
 
+# --------------------------------------------------------------------------- evaluation
+
+
+@main.group("eval")
+def eval_group():
+    """Measure retrieval quality and the temporal parser."""
+
+
+@eval_group.command("retrieval")
+@click.option("--dataset", "dataset", required=True, type=click.Path(file_okay=False),
+              help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
+@click.option("--method", "methods", multiple=True, type=click.Choice(["vector", "keyword", "hybrid"]),
+              help="repeatable; default: all three")
+@click.option("--now", help="reference time (ISO); default: the most recent Wednesday 15:00 in the corpus' zone")
+@click.option("--no-filters", is_flag=True, help="skip the filter extractors (time and metadata)")
+@click.option("--no-rewrite", is_flag=True, help="do not rewrite follow-ups")
+@click.option("--keep", is_flag=True, help="keep the scratch organization")
+@click.option("--json", "as_json", is_flag=True)
+def eval_retrieval(dataset, methods, now, no_filters, no_rewrite, keep, as_json):
+    """nDCG@10, recall@10/@50 and MRR@10 of each retrieval method on a qrels-style set."""
+    from kbframework.evaluation import METHODS, format_retrieval_report, run_retrieval_eval
+
+    rep = run_retrieval_eval(dataset, list(methods) or list(METHODS), now=_parse_now(now),
+                             use_filters=not no_filters, use_rewrite=not no_rewrite, keep=keep,
+                             log=lambda m: click.echo(m, err=True))
+    if as_json:
+        return out_json(rep)
+    click.echo(format_retrieval_report(rep))
+
+
+@eval_group.command("temporal")
+@click.option("--cases", required=True, type=click.Path(dir_okay=False),
+              help="JSON list of {query, now, timezone, expect_start, expect_end}")
+@click.option("--json", "as_json", is_flag=True)
+def eval_temporal(cases, as_json):
+    """Check phrase → range cases against the temporal parser; exit 1 when any fails."""
+    from kbframework.evaluation import format_temporal_report, run_temporal_eval
+
+    rep = run_temporal_eval(cases)
+    if as_json:
+        out_json(rep)
+    else:
+        click.echo(format_temporal_report(rep))
+    if rep["failed"]:
+        sys.exit(1)
+
+
 # --------------------------------------------------------------------------- keys
 
 
@@ -443,6 +516,40 @@ def key_rotate(key_id, grace):
     with session_scope() as s:
         old, new = rotate_key(s, None, key_id, parse_duration(grace))
         click.echo(f"new key {new.key} (id {new.id}); the old key works until {old.expires_at.isoformat()}")
+
+
+@key.command("set")
+@click.argument("key_id")
+@click.option("--origin", "origins", multiple=True, help="replace the allowed origins (repeatable)")
+@click.option("--title")
+@click.option("--color", help="brand colour, e.g. #2f6fed")
+@click.option("--logo", help="http(s) URL of the logo")
+@click.option("--welcome", help='first message ("" = none)')
+@click.option("--placeholder")
+@click.option("--position", type=click.Choice(["bottom-right", "bottom-left"]))
+@click.option("--show-sources/--hide-sources", default=None)
+@click.option("--rate-per-minute", type=int)
+@click.option("--rate-per-day", type=int)
+@click.option("--rate-per-ip-minute", type=int)
+@click.option("--max-message-chars", type=int)
+def key_set(key_id, origins, title, color, logo, welcome, placeholder, position, show_sources,
+            rate_per_minute, rate_per_day, rate_per_ip_minute, max_message_chars):
+    """Change a key's origins, limits or visitor-facing settings (KEY_ID: id or kb_pk_ value)."""
+    from kbframework.db import session_scope
+    from kbframework.keys import update_key
+
+    settings = {n: v for n, v in (("title", title), ("color", color), ("logo", logo), ("welcome", welcome),
+                                  ("placeholder", placeholder), ("position", position),
+                                  ("show_sources", show_sources)) if v is not None}
+    if max_message_chars is not None:
+        settings["limits"] = {"max_message_chars": max_message_chars}
+    with session_scope() as s:
+        k = update_key(s, None, key_id, origins=list(origins) or None, settings=settings,
+                       rate_per_minute=rate_per_minute, rate_per_day=rate_per_day,
+                       rate_per_ip_minute=rate_per_ip_minute)
+        click.echo(f"key {k.key}: origins {', '.join(k.allowed_origins) or 'none (deny all)'}; limits "
+                   f"{k.rate_per_minute}/min, {k.rate_per_day}/day, {k.rate_per_ip_minute}/min per IP; "
+                   f"settings {json.dumps(k.settings or {}, ensure_ascii=False)}")
 
 
 # --------------------------------------------------------------------------- sources
@@ -522,6 +629,19 @@ def source_secret(source_id):
         if src is None:
             raise KBError("No such source.")
         click.echo(decrypt_json(src.secrets).get("webhook_secret") or "this source has no webhook secret")
+
+
+@source.command("register-webhooks")
+@click.argument("source_id")
+@click.option("--base-url", required=True, help="this platform's public address, e.g. https://kb.example.com")
+def source_register_webhooks(source_id, base_url):
+    """Create the product webhooks on the remote store (needs a Read/Write key)."""
+    from kbframework.sources import register_webhooks
+
+    res = register_webhooks(None, source_id, base_url)
+    click.echo(f"delivery URL: {res['delivery_url']}")
+    for hook in res["webhooks"]:
+        click.echo(f"  {hook['topic']:<18} webhook {hook.get('id')} {hook.get('status') or ''} ({hook['action']})")
 
 
 # --------------------------------------------------------------------------- plugins

@@ -26,9 +26,16 @@ What :func:`extract_pdf` does, page by page:
   constant offset), plus standalone page numbers ("4", "- 4 -",
   "Page 4 of 11", "iv") at the very top or bottom;
 * lines are joined into paragraphs (paragraph breaks from vertical spacing,
-  first-line indentation, short last lines and font-size changes), words
-  hyphenated across a line break are re-joined, list items and table-like
-  rows stay on their own lines.
+  first-line indentation, font-size changes, and lines that end early -- the
+  next line's first word would have fitted), words hyphenated across a line
+  break are re-joined ("manu-" + "facturer"; "non-" + "use" keeps its hyphen),
+  list items stay on their own lines, and lines with wide gaps between words
+  (table-like rows that ``find_tables`` did not see, contents entries with dot
+  leaders) keep their own line with the gaps rendered as `` | ``.
+
+Output format of ``PdfPage.text``: paragraphs separated by a blank line, each
+paragraph on one line; consecutive list items and table rows separated by a
+single newline.
 
 Errors are reported as :class:`PdfError` with a machine-readable ``code`` and
 a sentence for an administrator; no pdfminer/pdfplumber exception escapes.
@@ -52,6 +59,7 @@ from typing import Any, BinaryIO, Union
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_PAGES",
+    "ERROR_CODES",
     "PdfError",
     "PdfExtraction",
     "PdfPage",
@@ -263,11 +271,11 @@ def _map_open_error(exc: BaseException) -> PdfError:
 
 
 class _Line:
-    __slots__ = ("words", "x0", "x1", "top", "bottom", "h", "text", "cells", "removed", "norm")
+    __slots__ = ("first_w", "x0", "x1", "top", "bottom", "h", "text", "cells", "removed", "norm")
 
     def __init__(self, words: list[dict], cell_gap_em: float = CELL_GAP_EM):
         words = sorted(words, key=lambda w: w["x0"])
-        self.words = words
+        self.first_w = words[0]["x1"] - words[0]["x0"]  # width of the first word
         self.x0 = min(w["x0"] for w in words)
         self.x1 = max(w["x1"] for w in words)
         self.top = min(w["top"] for w in words)
@@ -863,7 +871,7 @@ def _blocks_to_text(lay: _PageLayout) -> str:
                     brk = True
                 elif abs(l.h - prev.h) > 0.18 * max(l.h, prev.h):
                     brk = True
-                elif b_right - prev.x1 > (l.words[0]["x1"] - l.words[0]["x0"]) + 0.5 * h:
+                elif b_right - prev.x1 > l.first_w + 0.5 * h:
                     # the next line's first word would have fitted on the
                     # previous line: that line ended its paragraph on purpose
                     brk = True
