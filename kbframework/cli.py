@@ -417,7 +417,8 @@ def filters_cmd(org_slug, now, as_json, query):
     if as_json:
         return out_json(data)
     for p in data["parts"]:
-        click.echo(f"{p['extractor']:>12}  {p['field']:<11} {json.dumps(p['value'], default=str)}  ← {p['matched']!r}")
+        click.echo(f"{p['extractor']:>12}  {p['field']:<11} {json.dumps(p['value'], default=str, ensure_ascii=False)}"
+                   f"  ← {p['matched']!r}" + ("" if p.get("applied", True) else f"  (not applied: {p['why_not']})"))
     if not data["parts"]:
         click.echo("no filters found")
     click.echo("merged: " + json.dumps(merged, default=str))
@@ -645,6 +646,38 @@ def source_register_webhooks(source_id, base_url):
 
 
 # --------------------------------------------------------------------------- plugins
+
+
+@main.command("usage")
+@click.option("--org", "org_slug", required=True)
+@click.option("--month", help="YYYY-MM (default: this month in the organization's time zone)")
+@click.option("--json", "as_json", is_flag=True)
+def usage_cmd(org_slug, month, as_json):
+    """Tokens and estimated cost this month, per day and per purpose, and the budget state."""
+    import re as _re
+
+    from kbframework import budget
+    from kbframework.db import session_scope
+
+    if month and not _re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", month):
+        raise KBError("--month must look like 2026-11")
+    with session_scope() as s:
+        oid = _org(s, org_slug).id
+    data = budget.daily_usage(oid, month)
+    data["status"] = budget.status(oid)
+    if as_json:
+        return out_json(data)
+    t, st = data["totals"], data["status"]
+    click.echo(f"{data['month']}: {t['all_tokens']} tokens ({t['billable_tokens']} billable), "
+               f"estimated ${t['cost_usd']:.4f}")
+    b = data["budget"]
+    if b["monthly_tokens"] or b["monthly_usd"]:
+        click.echo(f"budget: {b['monthly_tokens'] or '-'} tokens / ${b['monthly_usd'] or '-'}; used "
+                   f"{st['percent']}% → {st['state']}")
+    for p in data["by_purpose"]:
+        click.echo(f"  {p['purpose']:<18} {p['calls']:>6} calls {p['tokens']:>10} tokens  ${p['cost_usd']:.4f}")
+    for d in data["by_day"]:
+        click.echo(f"  {d['day']}  {d['tokens']:>10} tokens  ${d['cost_usd']:.4f}")
 
 
 @main.command("plugins")

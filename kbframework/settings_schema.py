@@ -39,6 +39,7 @@ def apply_settings(s, st, data: dict) -> bool:
             org = s.get(Organization, st.organization_id)
             org.timezone = check_timezone(val)
         elif k == "extra":
+            _check_budget(val.get("budget"))
             old = st.extra or {}
             new = {**old, **val}
             if old.get("chunking") != new.get("chunking") or \
@@ -50,3 +51,17 @@ def apply_settings(s, st, data: dict) -> bool:
         else:
             setattr(st, k, val)
     return reindex
+
+
+def _check_budget(b) -> None:
+    if b is None:
+        return
+    if not isinstance(b, dict):
+        raise ValidationFailed("'budget' must be an object.")
+    for k in ("monthly_tokens", "monthly_usd"):
+        v = b.get(k)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0):
+            raise ValidationFailed(f"budget.{k} must be a positive number or null.")
+    sp = b.get("soft_pct", 80)
+    if not isinstance(sp, (int, float)) or not 1 <= sp <= 100:
+        raise ValidationFailed("budget.soft_pct must be between 1 and 100.")

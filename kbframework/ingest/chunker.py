@@ -193,7 +193,8 @@ def chunk_text(segments: list[Segment] | str, title: str = "",
         groups.append(current)
 
     texts = [_render(g) for g in groups]
-    counts = count_tokens_batch(texts) if texts else []
+    # the sum of the units' counts (one token per join) instead of tokenizing everything twice
+    counts = [sum(u.tokens for u in g) + len(g) - 1 for g in groups]
     chunks: list[ChunkDraft] = []
     for i, (g, text, n) in enumerate(zip(groups, texts, counts)):
         section = next((u.section for u in g if u.section), "")

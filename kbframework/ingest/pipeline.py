@@ -163,6 +163,33 @@ def replace_chunks_step(session, w: _Work) -> None:
                               {"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps}})))
 
 
+def replace_batch_step(session, works: list[_Work]) -> None:
+    """replace_chunks_step for many documents at once, set-based (three statements)."""
+    import json as _j
+
+    conn = session.connection().connection.dbapi_connection
+    now = utcnow()
+    with conn.cursor() as cur:
+        cur.execute("DELETE FROM chunks WHERE document_id = ANY(%s::uuid[])", ([str(w.doc_id) for w in works],))
+        rows = [(str(w.org_id), str(w.doc_id), c.index, c.heading, c.content, c.token_count, vec,
+                 w.provider.model, _json(c.metadata))
+                for w in works for c, vec in zip(w.chunks, w.vectors)]
+        execute_values(cur,
+                       "INSERT INTO chunks (organization_id, document_id, chunk_index, heading, "
+                       "content, token_count, embedding, embedding_model, metadata) VALUES %s", rows,
+                       template="(%s::uuid, %s::uuid, %s, %s, %s, %s, %s, %s, %s::jsonb)", page_size=1000)
+        upd = [(str(w.doc_id), w.sync_hash, w.indexed_hash, len(w.chunks),
+                _j.dumps({"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps}}))
+               for w in works]
+        execute_values(cur,
+                       "UPDATE documents d SET status = 'active', sync_hash = v.sh, indexed_hash = v.ih, "
+                       "chunk_count = v.n, last_synced_at = %s, updated_at = %s, "
+                       "metadata = ((d.metadata - 'last_error') - 'last_error_at') || v.meta::jsonb "
+                       "FROM (VALUES %%s) AS v(id, sh, ih, n, meta) WHERE d.id = v.id::uuid"
+                       % ("'" + now.isoformat() + "'::timestamptz", "'" + now.isoformat() + "'::timestamptz"),
+                       upd, template="(%s, %s, %s, %s, %s)", page_size=1000)
+
+
 def _json(d: dict) -> str:
     import json
 
@@ -228,7 +255,8 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
     for did, r in list(results.items()):
         if r.action == "error":
             mark_error(did, r.error)
-    # 5: embed, batched across documents
+    # 5: embed, batched across documents (paused, not failed, when a paid model is over budget)
+    work = _pause_over_budget(work, results)
     try:
         embed_step(work)
     except Exception as exc:
@@ -237,22 +265,31 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
             results[str(w.doc_id)] = IngestResult(str(w.doc_id), "error", error=_reason(exc),
                                                   steps=w.steps)
         work = []
-    # 6: replace, all or nothing per document: a savepoint each, one commit for the batch
-    #    (synchronous_commit off: a crash may lose the last batch's commit, never half of a
-    #    document; the next sync or re-index simply redoes it)
+    # 6: replace, all or nothing per document. The whole batch goes in one set-based
+    #    transaction (one DELETE, one multi-row INSERT, one UPDATE); if that fails, each
+    #    document is retried alone so one bad document cannot block the others.
+    #    synchronous_commit is off: a crash may lose the last batch's commit, never half of
+    #    a document; the next sync or re-index redoes it.
     failed: list[tuple[_Work, Exception]] = []
     if work:
-        with session_scope() as s:
-            s.execute(text("SET LOCAL synchronous_commit TO OFF"))
+        try:
+            with session_scope() as s:
+                s.execute(text("SET LOCAL synchronous_commit TO OFF"))
+                replace_batch_step(s, work)
             for w in work:
-                did = str(w.doc_id)
                 w.steps.append({"step": "replace", "chunks": len(w.chunks)})
+                results[str(w.doc_id)] = IngestResult(str(w.doc_id), "indexed", len(w.chunks), steps=w.steps)
+        except Exception as batch_exc:
+            log.warning("batch replace failed (%s); retrying document by document", batch_exc)
+            for w in work:
                 try:
-                    with s.begin_nested():
-                        replace_chunks_step(s, w)
-                    results[did] = IngestResult(did, "indexed", len(w.chunks), steps=w.steps)
+                    with session_scope() as s:
+                        s.execute(text("SET LOCAL synchronous_commit TO OFF"))
+                        replace_batch_step(s, [w])
+                    w.steps.append({"step": "replace", "chunks": len(w.chunks)})
+                    results[str(w.doc_id)] = IngestResult(str(w.doc_id), "indexed", len(w.chunks), steps=w.steps)
                 except Exception as exc:
-                    log.exception("replacing chunks of %s failed", did)
+                    log.exception("replacing chunks of %s failed", w.doc_id)
                     failed.append((w, exc))
     for w, exc in failed:
         mark_error(w.doc_id, _reason(exc))
@@ -272,6 +309,32 @@ def _store_traces(results: dict[str, IngestResult]) -> None:
                         metadata_=jsonb_merge(Document.metadata_, {"last_ingest": trace})))
     except Exception as exc:
         log.warning("could not store ingestion traces: %s", exc)
+
+
+def _pause_over_budget(work: list[_Work], results: dict) -> list[_Work]:
+    from kbframework.budget import OFFLINE_PROVIDERS, blocked
+
+    keep, verdicts = [], {}
+    for w in work:
+        if w.provider.name in OFFLINE_PROVIDERS:
+            keep.append(w)
+            continue
+        if w.org_id not in verdicts:
+            try:
+                verdicts[w.org_id] = blocked(w.org_id)
+            except Exception:
+                verdicts[w.org_id] = None
+        if verdicts[w.org_id] is None:
+            keep.append(w)
+            continue
+        with session_scope() as s:
+            s.execute(update(Document).where(Document.id == w.doc_id).values(
+                status="syncing", metadata_=jsonb_merge(Document.metadata_, {
+                    "paused": "budget", "paused_reason": "The monthly model budget is used up; indexing "
+                                                         "resumes when the budget allows (raise it or wait "
+                                                         "for next month)."})))
+        results[str(w.doc_id)] = IngestResult(str(w.doc_id), "paused", error="budget exceeded", steps=w.steps)
+    return keep
 
 
 def _reason(exc: Exception) -> str:

@@ -36,7 +36,8 @@ from kbframework.hooks.manager import get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.models import ChatLog, Organization, Setting
 from kbframework.retrieval import conversation
-from kbframework.retrieval.filters import describe_parts, extract_filter_parts, merge_parts
+from kbframework.retrieval.filters import (describe_parts, explain, extract_filter_parts, merge_parts,
+                                           constraint_only, listing_hits, org_vocabulary, search_text)
 from kbframework.retrieval.prompt import build_messages, prompt_preview, render_system
 from kbframework.retrieval.search import (Prefilter, apply_role_boost, count_candidates,
                                           keyword_search, org_models, rrf, vector_search)
@@ -97,10 +98,24 @@ def load_context(s, org_id, mode: str | None = None) -> OrgContext:
                       fallback_text=extra.get("fallback_text") or preset.fallback_text)
 
 
-def rewrite_query(question: str, history: list[dict]) -> tuple[str, str | None]:
-    if conversation.is_follow_up(question, history):
-        return conversation.rewrite_offline(question, history), "offline"
-    return question, None
+def rewrite_query(question: str, history: list[dict], vocab: dict | None = None,
+                  llm=None) -> tuple[str, str | None]:
+    """A short referential follow-up becomes a standalone query: by the LLM when one is
+    configured (``llm``), else offline (see ``conversation.rewrite_offline``)."""
+    return conversation.rewrite(question, history, vocab=vocab, llm=llm)
+
+
+def _vocabulary(s, org_id) -> dict:
+    try:
+        return org_vocabulary(s, org_id)
+    except Exception as exc:  # a help for rewriting and filters, never a reason to fail
+        log.warning("vocabulary: %s", exc)
+        return {}
+
+
+def _rewriter():
+    llm = registry.llm()
+    return llm if llm.name != "extractive" else None
 
 
 def filter_context(s, ctx: OrgContext, now: datetime, history: list[dict]) -> dict:
@@ -190,9 +205,16 @@ def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: lis
             res = llm.complete(messages, passages=passages, question=question,
                                stream=on_token is not None, on_token=on_token)
         else:
-            res = llm.complete(messages, stream=on_token is not None, on_token=on_token)
-            _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
+            from kbframework.budget import spending
+
+            with spending(ctx.org.id):
+                res = llm.complete(messages, stream=on_token is not None, on_token=on_token)
+                _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
     except Exception as exc:
+        from kbframework.budget import BudgetExceeded
+
+        if isinstance(exc, BudgetExceeded):
+            dbg["budget_exceeded"] = True
         dbg["error"] = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
         dbg["ms"] = round((time.perf_counter() - t0) * 1000, 1)
         return None, dbg
@@ -293,15 +315,28 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
         t0 = time.perf_counter()
         ctx = load_context(s, org_id, mode)
         hist = conversation.clean_history(history, ctx.history_window)
+        if not hist and session_id:  # the conversation of this chat session, from its log
+            hist = conversation.session_history(s, ctx.org.id, session_id, ctx.history_window)
         lap("load_context", t0)
+        stop = _budget_stop(ctx.org.id)
+        if stop is not None:
+            return _log_budget_stop(s, ctx, question, channel, user_id, assistant_key_id, session_id, stop)
         # 2. rewrite_query
         t0 = time.perf_counter()
-        query, rewrite_how = rewrite_query(question, hist)
+        vocab = _vocabulary(s, ctx.org.id)
+        query, rewrite_how = rewrite_query(question, hist, vocab, _rewriter())
+        link_docs = []
+        if hist and conversation.is_link_request(question):  # "what's the link?": the previous answer first
+            link_docs = conversation.previous_documents(hist) or conversation.previous_documents(
+                conversation.session_history(s, ctx.org.id, session_id, 2))
         lap("rewrite_query", t0)
         # 3. extract_filters
         t0 = time.perf_counter()
-        parts, extractor_errors = extract_filter_parts(query, filter_context(s, ctx, now, hist))
+        fctx = filter_context(s, ctx, now, hist)
+        fctx["vocabulary"] = vocab
+        parts, extractor_errors = extract_filter_parts(query, fctx)
         pf = merge_parts(ctx.org.id, now, parts)
+        text_q = search_text(query, parts)  # the legs search without the date/price/stock phrases
         lap("extract_filters", t0)
         # 4. prefilter
         t0 = time.perf_counter()
@@ -311,12 +346,16 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
                  "rewrite": rewrite_how, "mode": ctx.mode, "preset": ctx.preset.name,
                  "filters": {"parts": describe_parts(parts), "merged": pf.describe(),
                              "errors": extractor_errors},
-                 "prefilter": {"candidate_documents": candidates}, "timings_ms": timings}
+                 "prefilter": {"candidate_documents": candidates}, "timings_ms": timings,
+                 "search_text": text_q,
+                 "explain": ([f"follow-up rewritten ({rewrite_how}): {question!r} → {query!r}"]
+                             if rewrite_how else []) + explain(parts, pf, ctx.tz)
+                 + [f"{candidates} documents passed the pre-filter"]}
         vector_hits, keyword_hits, fused, boosted, passages = [], [], [], [], []
         if candidates:
             # 5. embed_query
             t0 = time.perf_counter()
-            qvecs, emb_dbg = embed_query(s, ctx.org.id, query)
+            qvecs, emb_dbg = embed_query(s, ctx.org.id, text_q)
             lap("embed_query", t0)
             debug["embedding"] = emb_dbg
             # 6. vector_search ‖ keyword_search
@@ -333,15 +372,30 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
                     h.rank = i + 1
             lap("vector_search", t0)
             t0 = time.perf_counter()
-            keyword_hits, kw_dbg = keyword_search(s, pf, query, k=KEYWORD_K)
+            keyword_hits, kw_dbg = keyword_search(s, pf, text_q, k=KEYWORD_K)
             lap("keyword_search", t0)
             debug["vector"] = {"plans": plans, "hits": [_hit(h) for h in vector_hits]}
+            # zero results are judged per leg: vector hits above the similarity floor, real
+            # full-text matches; fused RRF scores are ranks and are never thresholded
+            debug["legs"] = {"vector_hits_above_floor": len(vector_hits), "keyword_matches": len(keyword_hits),
+                             "floor": ctx.floor}
             debug["keyword"] = {**kw_dbg, "hits": [_hit(h) for h in keyword_hits]}
             # 7. rrf  8. role_boost
             t0 = time.perf_counter()
-            fused = rrf({"vector": vector_hits, "keyword": keyword_hits})
+            legs = {"vector": vector_hits, "keyword": keyword_hits}
+            if constraint_only(query, parts, pf):  # "what's on tonight?": the filters say it all
+                legs["listing"] = listing_hits(s, pf, KEYWORD_K)
+                debug["legs"]["listing"] = len(legs["listing"])
+                debug["explain"].append("the question is all constraints: the matching documents are listed "
+                                        "(soonest event first) beside the two searches")
+            fused = rrf(legs)
             roles = _roles(s, {f["document_id"] for f in fused})
             boosted = apply_role_boost(fused, roles, ctx.preset.role_priority)
+            if link_docs:
+                boosted, pinned = conversation.pin_documents(s, pf, boosted, link_docs)
+                debug["link_request"] = {"previous_documents": link_docs, "pinned_first": pinned}
+                if pinned:
+                    debug["explain"].append(f"link request: {len(pinned)} document(s) of the previous answer first")
             lap("fuse_and_boost", t0)
             debug["fused"] = [{k: v for k, v in f.items()} for f in boosted]
             debug["role_priority"] = ctx.preset.role_priority
@@ -352,7 +406,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
         message_id = uuid.uuid4()
         if not passages:
             reason = "pre_filter_empty" if candidates == 0 else "no_results_above_threshold"
-            result = _fallback(s, ctx, pf, query, reason, debug)
+            result = _fallback(s, ctx, pf, text_q, reason, debug)
         else:
             # 10. build_prompt
             views = [passage_view(p) for p in passages]
@@ -367,7 +421,11 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
             lap("call_llm", t0)
             debug["llm"] = llm_dbg
             sources = build_sources(passages)
-            if res is None:
+            if res is None and llm_dbg.get("budget_exceeded"):
+                from kbframework.budget import EXCEEDED_TEXT
+
+                answer_text, tokens, model = EXCEEDED_TEXT, (0, 0), None
+            elif res is None:
                 answer_text = LLM_FAILURE_TEXT + "\n" + "\n".join(
                     f"- {src['document_title']}" for src in sources)
                 debug["llm"]["fallback"] = "The model failed; the visitor got the sources."
@@ -383,6 +441,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
                 model = res.model
             # 12. build_cards
             cards = build_cards(passages, ctx.preset)
+            debug["card_document_ids"] = [c["document_id"] for c in cards]
             result = {"answer": answer_text, "cards": cards, "sources": sources, "model": model,
                       "tokens": tokens, "zero_result": False, "reason": None}
         debug["reason"] = result.get("reason")
@@ -453,3 +512,26 @@ def _jsonable(obj):
     if isinstance(obj, uuid.UUID):
         return str(obj)
     return obj
+
+
+def _budget_stop(org_id):
+    """The hard budget stop: a status dict when it applies (no model call may be made)."""
+    try:
+        from kbframework.budget import blocked
+
+        return blocked(org_id)
+    except Exception as exc:  # a budget check that fails must not take answers down
+        log.warning("budget check failed: %s", exc)
+        return None
+
+
+def _log_budget_stop(s, ctx, question, channel, user_id, key_id, session_id, st) -> dict:
+    from kbframework.budget import EXCEEDED_TEXT
+
+    mid = uuid.uuid4()
+    debug = {"question": question, "reason": "budget_exceeded", "budget": st, "mode": ctx.mode}
+    s.add(ChatLog(id=mid, organization_id=ctx.org.id, user_id=user_id, assistant_key_id=key_id,
+                  session_id=session_id, channel=channel, query=question, mode=ctx.mode,
+                  final_answer=EXCEEDED_TEXT, retrieval_debug=_jsonable(debug), reason="budget_exceeded"))
+    return {"message_id": str(mid), "answer": EXCEEDED_TEXT, "cards": [], "sources": [], "mode": ctx.mode,
+            "debug": _jsonable(debug)}

@@ -22,6 +22,7 @@ from kbframework.config import get_config
 
 SERVABLE_STATUSES = ("active", "syncing", "error")  # error/syncing keep their last good chunks
 RRF_K = 60
+KEYWORD_CANDIDATES = 1000
 FILTERED_ROLES = ("product", "event")  # price/category/stock filters describe these roles
 
 
@@ -43,11 +44,14 @@ class Prefilter:
     venue: str | None = None
     roles: list[str] = field(default_factory=list)
     source_types: list[str] = field(default_factory=list)
+    # tag/category conditions: every group must match, any label within a group ("red" AND
+    # "dress"-or-"Dresses"); when empty, ``categories`` and ``tags`` are one group each
+    label_groups: list[list[str]] = field(default_factory=list)
 
     @property
     def selective(self) -> bool:
         return bool(self.date_start or self.price_min is not None or self.price_max is not None
-                    or self.categories or self.tags or self.city or self.venue or self.roles
+                    or self.categories or self.tags or self.label_groups or self.city or self.venue or self.roles
                     or self.source_types)
 
     @property
@@ -58,7 +62,11 @@ class Prefilter:
         """WHERE conditions on ``documents d`` and their parameters."""
         conds = ["d.organization_id = :org", "d.status IN :servable", "d.chunk_count > 0",
                  "(d.expires_at IS NULL OR d.expires_at > :now)"]
-        p: dict = {"org": str(self.organization_id), "servable": SERVABLE_STATUSES, "now": self.now}
+        # an explicit question about the past ("last weekend") may see events that have expired
+        servable = SERVABLE_STATUSES + (("expired",) if self.past else ())
+        p: dict = {"org": str(self.organization_id), "servable": servable, "now": self.now}
+        if self.past:
+            conds[3] = "(d.expires_at IS NULL OR d.expires_at > :now OR d.event_start IS NOT NULL)"
         if self.date_start is not None:
             # overlap: starts before the range ends and ends after it starts; no end → by start
             conds.append("(d.event_start IS NULL OR (d.event_start < :range_end AND "
@@ -75,12 +83,13 @@ class Prefilter:
             conds.append("(d.document_role NOT IN :frole OR coalesce(kb_num(d.metadata->>'price_max'), "
                          "kb_num(d.metadata->>'price')) >= :price_min)")
             p["price_min"] = self.price_min
-        for i, group in enumerate((self.categories, self.tags)):
+        for i, group in enumerate(self.label_groups or (self.categories, self.tags)):
             if group:
                 conds.append(
                     f"(d.document_role NOT IN :frole OR EXISTS (SELECT 1 FROM unnest(coalesce(d.tags, "
-                    f"'{{}}'::text[]) || ARRAY(SELECT jsonb_array_elements_text(coalesce("
-                    f"d.metadata->'categories', '[]'::jsonb)))) t WHERE lower(t) = ANY(:grp{i})))")
+                    f"'{{}}'::text[]) || ARRAY(SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof("
+                    f"d.metadata->'categories') = 'array' THEN d.metadata->'categories' ELSE '[]'::jsonb "
+                    f"END))) t WHERE lower(t) = ANY(:grp{i})))")
                 p[f"grp{i}"] = [g.lower() for g in group]
         if self.in_stock:
             conds.append("(d.document_role <> 'product' OR (d.metadata->>'in_stock') = 'true')")
@@ -107,7 +116,7 @@ class Prefilter:
             if v is not None:
                 out[k] = v.isoformat()
         for k in ("past", "price_min", "price_max", "categories", "tags", "in_stock", "city",
-                  "venue", "roles", "source_types"):
+                  "venue", "roles", "source_types", "label_groups"):
             v = getattr(self, k)
             if v not in (None, [], False):
                 out[k] = v
@@ -239,7 +248,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
     quoted = ["'" + lx.replace("'", "''") + "'" for lx in lexemes[:8]]
     tiers = [("all_terms", None)]
     if len(quoted) >= 3:
-        pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:6]) for b in quoted[i + 1:6]]
+        pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:5]) for b in quoted[i + 1:5]]
         tiers.append(("two_terms", " | ".join(pairs)))
     if len(quoted) >= 2:
         tiers.append(("any_term", " | ".join(quoted)))
@@ -253,10 +262,12 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
             break
         q = "websearch_to_tsquery('english', :qtext)" if tq is None else "CAST(:tq AS tsquery)"
         params = {**p, "qtext": query, "tq": tq, "k": k, "seen": list(seen) or [0]}
-        sql = (f"SELECT c.id, c.document_id, ts_rank_cd(c.tsv, {q}, 32) AS r "
-               "FROM chunks c JOIN documents d ON d.id = c.document_id "
+        # ranking reads every matching row's tsvector; a broad fallback tier ranks at most
+        # KEYWORD_CANDIDATES of its matches (the strict tier is rarely that broad)
+        sql = (f"SELECT m.id, m.document_id, ts_rank_cd(m.tsv, {q}, 32) AS r FROM ("
+               "SELECT c.id, c.document_id, c.tsv FROM chunks c JOIN documents d ON d.id = c.document_id "
                f"WHERE c.organization_id = :org AND c.tsv @@ {q} AND {where} AND c.id <> ALL(:seen) "
-               "ORDER BY r DESC, c.id LIMIT :k")
+               f"LIMIT {KEYWORD_CANDIDATES}) m ORDER BY r DESC, m.id LIMIT :k")
         rows = session.execute(bind(sql, params), params).all()
         used.append({"tier": name, "hits": len(rows)})
         for r in rows:

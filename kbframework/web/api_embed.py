@@ -1,7 +1,18 @@
-"""Public embed API v1: what a visitor's browser calls. No debug data ever leaves here."""
+"""Public embed API v1: what a visitor's browser calls. No debug data ever leaves here.
+
+- ``GET  /api/embed/v1/<key>/config``   the widget's public settings
+- ``POST /api/embed/v1/<key>/chat``     {message, history?, session_id?, stream?} → answer, cards, sources;
+  with ``"stream": true`` and ``Accept: text/event-stream``: SSE ``token`` events, then ``done``
+  (the same JSON) or ``error``
+- ``POST /api/embed/v1/<key>/feedback`` {message_id, rating: up|down, comment?, session_id?} → chat_feedback
+
+Every route checks the key, the origin (403) and, for chat and feedback, the rate limits (429);
+see ``embed_security``. Errors are JSON ``{"error": {code, message}}`` with CORS for allowed origins.
+"""
 from __future__ import annotations
 
 import json
+import logging
 import queue as _queue
 import threading
 import uuid
@@ -14,57 +25,97 @@ from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import ChatFeedback, ChatLog
 from kbframework.web import embed_security as sec
 
+log = logging.getLogger("kbframework.embed")
+
 bp = Blueprint("api_embed", __name__)
 
 PUBLIC_FIELDS = ("message_id", "answer", "cards", "sources", "alternatives")
 PUBLIC_SOURCE_FIELDS = ("n", "document_id", "document_title", "chunk_id", "source_type", "source_url",
-                        "external_id", "pages", "snippet")
+                        "external_id", "pages", "snippet")  # the §traceability source item
+HIDDEN_CARD_FIELDS = {"debug", "score", "scores", "rank", "ranks", "prompt", "metadata",
+                      "normalized_content", "raw_content", "retrieval_debug"}
+
+
+def public_card(card: dict) -> dict | None:
+    """Cards are built on the server from document columns; keep plain values and the CTA only."""
+    if not isinstance(card, dict):
+        return None
+    out = {}
+    for k, v in card.items():
+        if k in HIDDEN_CARD_FIELDS or k.startswith("_"):
+            continue
+        if k == "cta":
+            out[k] = {"label": v.get("label"), "url": v.get("url")} if isinstance(v, dict) else None
+        elif v is None or isinstance(v, (str, int, float, bool)):
+            out[k] = v
+    return out
+
+
+def public_sources(sources, show: bool) -> list[dict]:
+    if not show:
+        return []
+    return [{k: src.get(k) for k in PUBLIC_SOURCE_FIELDS} for src in sources or [] if isinstance(src, dict)]
 
 
 def public_view(result: dict, session_id: str | None, show_sources: bool = True) -> dict:
-    out = {k: result[k] for k in PUBLIC_FIELDS if k in result}
-    out["sources"] = [{k: src.get(k) for k in PUBLIC_SOURCE_FIELDS} for src in result.get("sources", [])] \
-        if show_sources else []
-    if out.get("alternatives"):
-        alt = out["alternatives"]
-        out["alternatives"] = {"label": alt["label"], "cards": alt["cards"],
-                               "sources": [{k: src.get(k) for k in PUBLIC_SOURCE_FIELDS}
-                                           for src in alt.get("sources", [])] if show_sources else []}
+    """The only shape that leaves: an allowlist of fields, no ``debug``, no prompt, no scores."""
+    out = {"message_id": result.get("message_id"), "answer": result.get("answer") or "",
+           "cards": [c for c in (public_card(c) for c in result.get("cards") or []) if c],
+           "sources": public_sources(result.get("sources"), show_sources)}
+    alt = result.get("alternatives")
+    if isinstance(alt, dict) and (alt.get("cards") or alt.get("sources")):
+        out["alternatives"] = {"label": alt.get("label"),
+                               "cards": [c for c in (public_card(c) for c in alt.get("cards") or []) if c],
+                               "sources": public_sources(alt.get("sources"), show_sources)}
     out["session_id"] = session_id
     return out
 
 
-@bp.route("/api/embed/v1/<key>/config", methods=["GET", "OPTIONS"])
-def config(key):
+@bp.errorhandler(KBError)
+def _embed_error(exc: KBError):
+    """JSON errors with CORS for allowed origins (so the widget can read a 429) and Retry-After."""
+    return sec.error_response(exc)
+
+
+def _preflight(k):
+    return sec.cors(Response(status=204), k)
+
+
+@bp.route("/api/embed/<version>/<key>/config", methods=["GET", "OPTIONS"])
+def config(version, key):
+    _version(version)
     k = sec.check_request(key, count=False)
     if request.method == "OPTIONS":
-        return sec.cors(Response(status=204), k)
-    return sec.cors(sec.json_response(sec.public_config(k)), k)
+        return _preflight(k)
+    resp = sec.json_response(sec.public_config(k))
+    resp.headers["Cache-Control"] = "private, max-age=60"
+    return sec.cors(resp, k)
 
 
-@bp.route("/api/embed/v1/<key>/chat", methods=["POST", "OPTIONS"])
-def chat(key):
-    k = sec.check_request(key, count=request.method == "POST")
+def _version(version: str) -> None:
+    if version not in sec.API_VERSIONS:
+        raise NotFound(f"Unknown API version '{version}'; this server speaks {', '.join(sec.API_VERSIONS)}.")
+
+
+@bp.route("/api/embed/<version>/<key>/chat", methods=["POST", "OPTIONS"])
+def chat(version, key):
+    _version(version)
     if request.method == "OPTIONS":
-        return sec.cors(Response(status=204), k)
-    data = sec.read_json()
-    message = data.get("message", data.get("question"))
-    if not isinstance(message, str) or not message.strip():
-        raise ValidationFailed("Send the visitor's message as a non-empty string in 'message'.",
-                               code="empty_question")
+        return _preflight(sec.check_request(key, count=False))
+    k = sec.check_request(key, count=True)
+    data = sec.read_json(k)
     limits = sec.input_limits(k)
-    if len(message) > limits["max_message_chars"]:
-        raise ValidationFailed(f"The message is too long (at most {limits['max_message_chars']} characters).",
-                               code="message_too_long", status=413)
+    message = sec.check_message(data.get("message", data.get("question")), limits)
     history = sec.clean_public_history(data.get("history"), limits)
-    session_id = str(data.get("session_id") or uuid.uuid4())[:100]
+    sid = data.get("session_id")
+    session_id = sid[:100] if isinstance(sid, str) and sid.strip() else str(uuid.uuid4())
     show_sources = k.settings.get("show_sources", True) is not False
     sec.check_budget(k)
     from kbframework.retrieval.answer import answer
 
     kwargs = dict(history=history, channel="public", assistant_key_id=k.id, session_id=session_id,
                   max_chars=limits["max_message_chars"])
-    wants_stream = bool(data.get("stream")) and "text/event-stream" in request.headers.get("Accept", "")
+    wants_stream = data.get("stream") is True and "text/event-stream" in request.headers.get("Accept", "")
     if not wants_stream:
         result = answer(k.organization_id, message, **kwargs)
         return sec.cors(sec.json_response(public_view(result, session_id, show_sources)), k)
@@ -77,48 +128,62 @@ def chat(key):
             res = answer(org_id, message, on_token=lambda t: q.put(("token", {"t": t})), **kwargs)
             q.put(("done", public_view(res, session_id, show_sources)))
         except KBError as exc:
-            q.put(("error", {"error": exc.as_dict()}))
+            q.put(("error", {"error": {"code": exc.code, "message": exc.message}}))
         except Exception:
+            log.exception("embed: streaming answer failed")
             q.put(("error", {"error": {"code": "internal_error", "message": "Something went wrong."}}))
-        q.put(None)
+        finally:
+            q.put(None)
 
-    threading.Thread(target=work, daemon=True).start()
+    threading.Thread(target=work, daemon=True, name="kbf-embed-answer").start()
 
     def events():
+        yield ": stream\n\n"  # opens the response at once (time to first byte)
         while True:
             item = q.get()
             if item is None:
                 return
             ev, payload = item
-            yield f"event: {ev}\ndata: {json.dumps(payload)}\n\n"
+            yield f"event: {ev}\ndata: {json.dumps(payload, default=str)}\n\n"
 
     resp = Response(stream_with_context(events()), mimetype="text/event-stream")
-    resp.headers["Cache-Control"] = "no-cache"
+    resp.headers["Cache-Control"] = "no-cache, no-store"
     resp.headers["X-Accel-Buffering"] = "no"
     return sec.cors(resp, k)
 
 
-@bp.route("/api/embed/v1/<key>/feedback", methods=["POST", "OPTIONS"])
-def feedback(key):
-    k = sec.check_request(key, count=False)
+@bp.route("/api/embed/<version>/<key>/feedback", methods=["POST", "OPTIONS"])
+def feedback(version, key):
+    _version(version)
     if request.method == "OPTIONS":
-        return sec.cors(Response(status=204), k)
-    data = sec.read_json()
+        return _preflight(sec.check_request(key, count=False))
+    k = sec.check_request(key, count=True, bucket="feedback")
+    data = sec.read_json(k)
     rating = data.get("rating")
     if rating not in ("up", "down"):
         raise ValidationFailed("'rating' must be 'up' or 'down'.")
-    comment = data.get("comment")
+    comment = data.get("comment", data.get("optional_comment"))
     if comment is not None and (not isinstance(comment, str) or len(comment) > 2000):
         raise ValidationFailed("'comment' must be text of at most 2,000 characters.")
+    comment = (comment or "").strip() or None
     try:
         mid = uuid.UUID(str(data.get("message_id")))
     except ValueError:
         raise ValidationFailed("'message_id' must be the id returned with the answer.")
+    sid = data.get("session_id")
+    sid = sid[:100] if isinstance(sid, str) and sid.strip() else None
     with session_scope() as s:
-        log = s.scalar(select(ChatLog).where(ChatLog.id == mid, ChatLog.organization_id == k.organization_id))
-        if log is None:
+        log_row = s.scalar(select(ChatLog).where(ChatLog.id == mid, ChatLog.organization_id == k.organization_id,
+                                                 ChatLog.channel == "public"))
+        if log_row is None:
             raise NotFound("No such message.")
-        s.add(ChatFeedback(organization_id=k.organization_id, chat_log_id=mid, rating=rating,
-                           comment=(comment or "").strip() or None,
-                           user_session_id=str(data.get("session_id") or "")[:100] or None))
-    return sec.cors(sec.json_response({"ok": True}), k)
+        sid = sid or log_row.session_id
+        fb = s.scalar(select(ChatFeedback).where(ChatFeedback.chat_log_id == mid,
+                                                 ChatFeedback.user_session_id == sid)) if sid else None
+        if fb is None:  # one rating per message and visitor session; a second click changes it
+            fb = ChatFeedback(organization_id=k.organization_id, chat_log_id=mid, user_session_id=sid)
+            s.add(fb)
+        fb.rating, fb.comment = rating, comment
+        s.flush()
+        fid = str(fb.id)
+    return sec.cors(sec.json_response({"ok": True, "feedback_id": fid}), k)

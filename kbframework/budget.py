@@ -1,0 +1,188 @@
+"""Monthly budgets per organization (§14): a soft warning at 80 %, a hard stop at 100 %.
+
+The month runs in the organization's time zone. Only billable calls count (offline models
+record their tokens at zero cost and never stop anything). Near the limit, model calls of an
+organization are serialized by a Redis lock held from the check until the ledger row is
+written, so concurrent requests overshoot the limit by at most one request.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import func, select
+
+from kbframework.db import session_scope
+from kbframework.models import Organization, Setting, UsageLedger
+
+log = logging.getLogger("kbframework.budget")
+
+OFFLINE_PROVIDERS = ("wordllama", "extractive")
+EXCEEDED_TEXT = ("Our assistant has reached its usage limit for this month. Please try again later "
+                 "or contact us directly.")
+
+
+def month_bounds(tz: str, now: datetime | None = None, month: str | None = None) -> tuple[datetime, datetime, str]:
+    """[start, end) of a month in the organization's time zone, as UTC instants."""
+    zone = ZoneInfo(tz or "UTC")
+    now = (now or datetime.now(timezone.utc)).astimezone(zone)
+    if month:
+        y, m = (int(x) for x in month.split("-"))
+    else:
+        y, m = now.year, now.month
+    start = datetime(y, m, 1, tzinfo=zone)
+    end = datetime(y + (m == 12), m % 12 + 1, 1, tzinfo=zone)
+    return start.astimezone(timezone.utc), end.astimezone(timezone.utc), f"{y:04d}-{m:02d}"
+
+
+def budget_settings(s, org_id) -> dict:
+    st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
+    b = ((st.extra if st else {}) or {}).get("budget") or {}
+    return {"monthly_tokens": b.get("monthly_tokens"), "monthly_usd": b.get("monthly_usd"),
+            "soft_pct": float(b.get("soft_pct", 80)), "hard_stop": b.get("hard_stop", True) is not False}
+
+
+def usage_totals(s, org_id, start, end) -> dict:
+    row = s.execute(select(
+        func.coalesce(func.sum(UsageLedger.tokens_in + UsageLedger.tokens_out).filter(
+            UsageLedger.provider.notin_(OFFLINE_PROVIDERS)), 0),
+        func.coalesce(func.sum(UsageLedger.tokens_in + UsageLedger.tokens_out), 0),
+        func.coalesce(func.sum(UsageLedger.cost_usd), 0)).where(
+        UsageLedger.organization_id == org_id, UsageLedger.created_at >= start,
+        UsageLedger.created_at < end)).one()
+    return {"billable_tokens": int(row[0]), "all_tokens": int(row[1]), "cost_usd": float(row[2])}
+
+
+def status(org_id, now: datetime | None = None) -> dict:
+    with session_scope() as s:
+        org = s.get(Organization, org_id)
+        start, end, label = month_bounds(org.timezone, now)
+        b = budget_settings(s, org.id)
+        used = usage_totals(s, org.id, start, end)
+    pct = None
+    if b["monthly_tokens"]:
+        pct = 100.0 * used["billable_tokens"] / float(b["monthly_tokens"])
+    if b["monthly_usd"]:
+        p2 = 100.0 * used["cost_usd"] / float(b["monthly_usd"])
+        pct = p2 if pct is None else max(pct, p2)
+    state = "unlimited" if pct is None else "exceeded" if pct >= 100 else "warning" if pct >= b["soft_pct"] else "ok"
+    out = {"month": label, "month_start": start.isoformat(), "month_end": end.isoformat(), **used,
+           "budget": b, "percent": round(pct, 2) if pct is not None else None, "state": state}
+    if state in ("warning", "exceeded"):
+        _warn_once(org_id, label, out)
+    return out
+
+
+def _warn_once(org_id, label, st) -> None:
+    try:
+        from kbframework.queues import get_redis
+
+        if get_redis().set(f"kbf:budget:warned:{org_id}:{label}:{st['state']}", "1", nx=True, ex=40 * 86400):
+            log.warning("organization %s has used %.1f%% of its %s budget (%s)", org_id, st["percent"], label,
+                        st["state"])
+    except Exception:
+        pass
+
+
+def blocked(org_id) -> dict | None:
+    """The status when the hard stop applies, else None."""
+    st = status(org_id)
+    if st["state"] == "exceeded" and st["budget"]["hard_stop"]:
+        return st
+    return None
+
+
+@contextmanager
+def spending(org_id, purpose: str = "completion"):
+    """Wrap a paid model call. Each call in flight reserves its expected size (this month's
+    average for the purpose) in Redis; a call is admitted only while the month's usage plus
+    the calls already in flight stay under the limit, so concurrent requests overshoot the
+    hard limit by at most one request. The reservation is released after the ledger row is
+    written (inside the ``with``)."""
+    st = status(org_id)
+    b = st["budget"]
+    limited = b["hard_stop"] and (b["monthly_tokens"] or b["monthly_usd"])
+    if not limited:
+        yield st
+        return
+    from kbframework.queues import get_redis
+
+    est_tokens, est_usd = _average_call(org_id, purpose, st)
+    r = get_redis()
+    kt, ku = f"kbf:budget:resv:{org_id}:{st['month']}:t", f"kbf:budget:resv:{org_id}:{st['month']}:u"
+    pipe = r.pipeline()
+    pipe.incrby(kt, est_tokens)
+    pipe.incrbyfloat(ku, est_usd)
+    pipe.expire(kt, 3600)
+    pipe.expire(ku, 3600)
+    tot_t, tot_u = pipe.execute()[:2]
+    others_t, others_u = int(tot_t) - est_tokens, float(tot_u) - est_usd
+    # read the usage AFTER reserving: a call that finished meanwhile wrote its ledger row
+    # before releasing its reservation, so it is counted at least once, never zero times
+    st = status(org_id)
+    over = (b["monthly_tokens"] and st["billable_tokens"] + others_t >= b["monthly_tokens"]) or \
+           (b["monthly_usd"] and st["cost_usd"] + others_u >= b["monthly_usd"])
+    try:
+        if over or st["state"] == "exceeded":
+            raise BudgetExceeded(st)
+        yield st
+    finally:
+        pipe = r.pipeline()
+        pipe.decrby(kt, est_tokens)
+        pipe.incrbyfloat(ku, -est_usd)
+        pipe.execute()
+
+
+def _average_call(org_id, purpose: str, st) -> tuple[int, float]:
+    with session_scope() as s:
+        row = s.execute(select(func.avg(UsageLedger.tokens_in + UsageLedger.tokens_out),
+                               func.avg(UsageLedger.cost_usd)).where(
+            UsageLedger.organization_id == org_id, UsageLedger.purpose == purpose,
+            UsageLedger.created_at >= datetime.fromisoformat(st["month_start"]))).one()
+    return int(row[0] or 1000), float(row[1] or 0.001)
+
+
+class BudgetExceeded(Exception):
+    def __init__(self, st):
+        super().__init__("monthly budget exceeded")
+        self.status = st
+
+
+def enforce_public_budget(org_id) -> None:
+    """Kept for the embed API: the answer pipeline itself returns the deterministic message."""
+    return None
+
+
+def daily_usage(org_id, month: str | None = None) -> dict:
+    """Per day and per purpose, for `kbf usage` and the admin's usage page."""
+    with session_scope() as s:
+        org = s.get(Organization, org_id)
+        start, end, label = month_bounds(org.timezone, month=month)
+        day = func.date_trunc("day", func.timezone(org.timezone, UsageLedger.created_at))
+        rows = s.execute(select(day, UsageLedger.purpose, UsageLedger.provider, UsageLedger.model,
+                                func.sum(UsageLedger.tokens_in), func.sum(UsageLedger.tokens_out),
+                                func.sum(UsageLedger.cost_usd), func.count())
+                         .where(UsageLedger.organization_id == org.id, UsageLedger.created_at >= start,
+                                UsageLedger.created_at < end)
+                         .group_by(day, UsageLedger.purpose, UsageLedger.provider, UsageLedger.model)
+                         .order_by(day)).all()
+        totals = usage_totals(s, org.id, start, end)
+        b = budget_settings(s, org.id)
+    items = [{"day": r[0].date().isoformat(), "purpose": r[1], "provider": r[2], "model": r[3],
+              "tokens_in": int(r[4]), "tokens_out": int(r[5]), "cost_usd": round(float(r[6]), 6), "calls": r[7]}
+             for r in rows]
+    by_day: dict = {}
+    for it in items:
+        d = by_day.setdefault(it["day"], {"day": it["day"], "tokens": 0, "cost_usd": 0.0})
+        d["tokens"] += it["tokens_in"] + it["tokens_out"]
+        d["cost_usd"] = round(d["cost_usd"] + it["cost_usd"], 6)
+    by_purpose: dict = {}
+    for it in items:
+        p = by_purpose.setdefault(it["purpose"], {"purpose": it["purpose"], "tokens": 0, "cost_usd": 0.0, "calls": 0})
+        p["tokens"] += it["tokens_in"] + it["tokens_out"]
+        p["cost_usd"] = round(p["cost_usd"] + it["cost_usd"], 6)
+        p["calls"] += it["calls"]
+    return {"month": label, "totals": totals, "budget": b, "by_day": list(by_day.values()),
+            "by_purpose": list(by_purpose.values()), "rows": items}

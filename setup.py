@@ -1,0 +1,6 @@
+"""Only the package list lives here: pyproject.toml cannot combine package discovery with
+folders mapped into the package (admin/ → kbframework.admin, widget/ → kbframework.widget).
+Namespace discovery, as pyproject's ``packages.find`` did, so kbframework.migrations ships."""
+from setuptools import find_namespace_packages, setup
+
+setup(packages=find_namespace_packages(include=["kbframework*"]) + ["kbframework.admin", "kbframework.widget"])

@@ -1,0 +1,171 @@
+"""Usage ledger and monthly budgets, with the LLM path through a local OpenAI-protocol server."""
+import logging
+import os
+import threading
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import func, select
+
+from kbframework.db import session_scope
+from kbframework.models import Setting, UsageLedger
+from tests.fakes.openai_server import FakeOpenAI
+
+
+@pytest.fixture
+def fake_llm(kb_services):
+    from kbframework import config, registry
+
+    srv = FakeOpenAI()
+    saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY", "KB_LLM_MODEL")}
+    os.environ.update(KB_LLM_BASE_URL=srv.url, OPENAI_API_KEY="sk-test", KB_LLM_MODEL="gpt-4o-mini")
+    config.reset_config()
+    registry.clear_caches()
+    yield srv
+    for k, v in saved.items():
+        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    config.reset_config()
+    registry.clear_caches()
+    srv.close()
+
+
+def note(admin, title="Return policy", body="You can return items within 30 days for a full refund."):
+    r = admin.post("/api/admin/v1/documents/manual?wait=1", json={"title": title, "body": body})
+    assert r.status_code == 201
+    return r.get_json()
+
+
+def set_budget(org_id, **budget):
+    with session_scope() as s:
+        st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
+        st.extra = {**(st.extra or {}), "budget": budget}
+
+
+def ledger(org_id):
+    with session_scope() as s:
+        return s.execute(select(UsageLedger.purpose, UsageLedger.provider, UsageLedger.tokens_in,
+                                UsageLedger.tokens_out, UsageLedger.cost_usd)
+                         .where(UsageLedger.organization_id == org_id).order_by(UsageLedger.id)).all()
+
+
+def test_every_model_call_writes_a_ledger_row(kb_admin, fake_llm):
+    note(kb_admin)
+    out = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"}).get_json()
+    assert out["answer"].startswith("Here is the answer") and out["debug"]["llm"]["used_llm"] is True
+    rows = ledger(kb_admin.org["id"])
+    purposes = {r.purpose: r for r in rows}
+    assert purposes["ingest_embedding"].provider == "wordllama" and purposes["ingest_embedding"].cost_usd == 0
+    assert purposes["query_embedding"].tokens_in > 0 and purposes["query_embedding"].cost_usd == 0
+    c = purposes["completion"]
+    assert (c.provider, c.tokens_in, c.tokens_out) == ("openai", 120, 30)
+    assert c.cost_usd == Decimal("0.000036")  # 120 × $0.15/M + 30 × $0.60/M
+
+
+def billable(org):
+    from kbframework import budget
+
+    return budget.status(org)["billable_tokens"]
+
+
+def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, caplog):
+    from kbframework import budget
+
+    note(kb_admin)
+    org = kb_admin.org["id"]
+    kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"})
+    per_q = billable(org)  # planner + completion
+    assert per_q >= 150
+    set_budget(org, monthly_tokens=int(per_q * 2.5))
+    kb_admin.post("/api/admin/v1/chat", json={"question": "refund?"})  # 2 × per_q = 80 %
+    with caplog.at_level(logging.WARNING, logger="kbframework.budget"):
+        assert budget.status(org)["state"] == "warning"
+        budget.status(org)
+        kb_admin.post("/api/admin/v1/chat", json={"question": "returns within days?"})  # → 120 %
+        budget.status(org)
+    warnings = [r for r in caplog.records if "warning" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    before = fake_llm.completions()
+    assert budget.status(org)["state"] == "exceeded"
+    out = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"}).get_json()
+    assert out["answer"] == budget.EXCEEDED_TEXT and out["debug"]["reason"] == "budget_exceeded"
+    assert fake_llm.completions() == before
+    from kbframework.keys import create_key
+
+    with session_scope() as s:
+        key = create_key(s, org, ["https://shop.example"]).key
+    from kbframework.web import create_app  # noqa: F401
+
+    r = kb_admin.client.post(f"/api/embed/v1/{key}/chat", json={"message": "return policy?"},
+                             headers={"Origin": "https://shop.example"})
+    assert r.status_code == 200 and r.get_json()["answer"] == budget.EXCEEDED_TEXT
+    assert fake_llm.completions() == before
+
+
+def test_month_resets_in_the_organizations_time_zone(kb_org):
+    from kbframework import budget
+
+    org = kb_org["id"]  # Europe/Belgrade (UTC+1 in winter)
+    with session_scope() as s:
+        s.add(UsageLedger(organization_id=org, purpose="completion", provider="openai", model="gpt-4o-mini",
+                          tokens_in=100, tokens_out=0, cost_usd=0,
+                          created_at=datetime(2026, 11, 30, 22, 30, tzinfo=timezone.utc)))  # Dec 1, 23:30? no: 23:30 Nov 30 local
+        s.add(UsageLedger(organization_id=org, purpose="completion", provider="openai", model="gpt-4o-mini",
+                          tokens_in=7, tokens_out=0, cost_usd=0,
+                          created_at=datetime(2026, 11, 30, 23, 30, tzinfo=timezone.utc)))  # Dec 1, 00:30 local
+    nov = budget.daily_usage(org, "2026-11")["totals"]["billable_tokens"]
+    dec = budget.daily_usage(org, "2026-12")["totals"]["billable_tokens"]
+    assert (nov, dec) == (100, 7)
+    start, end, label = budget.month_bounds("Europe/Belgrade", datetime(2026, 11, 30, 23, 30, tzinfo=timezone.utc))
+    assert label == "2026-12" and start == datetime(2026, 11, 30, 23, 0, tzinfo=timezone.utc)
+
+
+def test_concurrent_requests_overshoot_by_at_most_one(kb_admin, fake_llm):
+    from kbframework.retrieval.answer import answer
+
+    note(kb_admin)
+    org = kb_admin.org["id"]
+    answer(org, "return policy?", channel="public")
+    per_q = billable(org)
+    set_budget(org, monthly_tokens=per_q * 5)  # room for 4 more answers
+    fake_llm.delay = 0.05
+    threads = [threading.Thread(target=answer, args=(org, "return policy?"), kwargs={"channel": "public"})
+               for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = fake_llm.completions() - 1
+    assert 4 <= made <= 5, made
+    assert billable(org) <= per_q * 5 + per_q
+
+
+def test_cli_usage(kb_admin, fake_llm):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    note(kb_admin)
+    kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"})
+    kbf = str(Path(sys.executable).parent / "kbf")
+    r = subprocess.run([kbf, "usage", "--org", kb_admin.org["slug"], "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert {p["purpose"] for p in data["by_purpose"]} >= {"completion", "query_embedding", "ingest_embedding"}
+    assert data["totals"]["billable_tokens"] >= 150
+    r = subprocess.run([kbf, "usage", "--org", kb_admin.org["slug"], "--month", "2026-13"], capture_output=True, text=True)
+    assert r.returncode != 0 and "--month" in r.stderr
+
+
+def test_ledger_failure_never_breaks_an_answer(kb_admin, fake_llm, monkeypatch):
+    from kbframework import usage
+
+    note(kb_admin)
+
+    def broken(*a, **k):
+        raise RuntimeError("ledger table locked")
+
+    monkeypatch.setattr(usage, "UsageLedger", broken)
+    r = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"})
+    assert r.status_code == 200 and r.get_json()["answer"].startswith("Here is the answer")
