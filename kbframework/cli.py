@@ -699,6 +699,27 @@ def plugins_cmd(as_json):
         click.echo(f"{'':<40} hooks: {', '.join(p['hooks']) or '-'}")
 
 
+@main.group("plugin")
+def plugin_group():
+    """Write new plugins (the guide: docs/plugins.md)."""
+
+
+@plugin_group.command("new")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["connector", "preset", "extractor", "card"]), default="connector",
+              show_default=True)
+@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="where to create the NAME/ folder")
+@click.option("--force", is_flag=True, help="write into an existing, non-empty folder")
+def plugin_new(name, kind, directory, force):
+    """Write a new plugin distribution: pyproject with the entry point, package, README, first test."""
+    from kbframework.scaffold import new_plugin, names
+
+    path = new_plugin(name, kind, directory, force=force)
+    click.echo(f"wrote {kind} plugin {names(name)['dist']} in {path}")
+    click.echo(f"next: pip install -e {path} && kbf plugins && (cd {path} && pytest -q)")
+
+
 # --------------------------------------------------------------------------- processes
 
 
@@ -711,6 +732,14 @@ def worker(burst, with_scheduler, queues):
     from kbframework.worker import run_worker
 
     run_worker([q for q in queues.split(",") if q], burst=burst, with_scheduler=with_scheduler)
+
+
+@main.command("scheduler", hidden=True)
+def scheduler_cmd():
+    """RQ's CronScheduler with our periodic jobs (started by `kbf worker --with-scheduler`)."""
+    from kbframework.worker import run_cron
+
+    run_cron()
 
 
 @main.command("run")

@@ -43,8 +43,14 @@ def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
 def webhook_job(source_id: str, external_id: str, event: str, payload: dict | None = None,
                 webhook_event_id: int | None = None) -> dict:
     _boot()
-    from kbframework.sync import process_webhook
+    from rq import get_current_job
 
+    from kbframework.sync import process_webhook
+    from kbframework.webhook_queue import release
+
+    job = get_current_job()
+    # from here on, a new delivery for this item queues a new job (this one may have read it)
+    event = release(source_id, external_id, job.id if job else None, event)
     return process_webhook(source_id, external_id, event, payload, webhook_event_id)
 
 
@@ -60,3 +66,16 @@ def expire_job() -> dict:
     from kbframework.documents import expire_documents
 
     return expire_documents()
+
+
+def reconcile_due_job() -> dict:
+    """Enqueue the reconciliation sync of every source whose interval has passed."""
+    _boot()
+    from kbframework.queues import enqueue
+    from kbframework.worker import due_sources
+
+    ids = due_sources()
+    for source_id in ids:
+        enqueue("sync", "kbframework.jobs.sync_source_job", source_id, "incremental",
+                job_id=f"reconcile-{source_id}")
+    return {"enqueued": ids}

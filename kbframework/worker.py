@@ -4,8 +4,6 @@ for delayed jobs and our periodic jobs (expiry, each source's reconciliation).""
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 from rq import SimpleWorker
@@ -20,10 +18,37 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
     from kbframework.queues import get_redis, queue
 
     jobs._boot()
+    child = None
     if with_scheduler and not burst:
-        threading.Thread(target=periodic_loop, daemon=True, name="kbf-periodic").start()
+        # RQ's own CronScheduler, in its own process with its own Redis connection
+        import atexit
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        child = subprocess.Popen([str(Path(sys.executable).parent / "kbf"), "scheduler"])
+        atexit.register(lambda: child.poll() is None and child.terminate())
     w = SimpleWorker([queue(n) for n in queue_names], connection=get_redis())
-    w.work(burst=burst, with_scheduler=with_scheduler or burst, logging_level="WARNING")
+    try:
+        w.work(burst=burst, with_scheduler=with_scheduler or burst, logging_level="WARNING")
+    finally:
+        if child is not None and child.poll() is None:
+            child.terminate()
+
+
+def run_cron() -> None:
+    """The periodic jobs, scheduled by RQ's CronScheduler: expiry every five minutes, and
+    every minute a check that enqueues each source's reconciliation when its interval is due."""
+    from rq.cron import CronScheduler
+
+    from kbframework import jobs
+    from kbframework.queues import get_redis
+
+    jobs._boot()
+    cron = CronScheduler(connection=get_redis(), logging_level="WARNING")
+    cron.register(jobs.expire_job, "reindex", interval=EXPIRY_EVERY)
+    cron.register(jobs.reconcile_due_job, "sync", interval=60)
+    cron.start()
 
 
 def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:
@@ -41,24 +66,6 @@ def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:
             if job is not None:
                 q.enqueue_job(job)
     SimpleWorker(qs, connection=r).work(burst=True, logging_level="WARNING")
-
-
-def periodic_loop() -> None:
-    """Expiry every five minutes; each source's reconciliation at its own interval."""
-    from kbframework.queues import enqueue
-
-    last_expiry = 0.0
-    while True:
-        try:
-            if time.monotonic() - last_expiry > EXPIRY_EVERY:
-                enqueue("reindex", "kbframework.jobs.expire_job")
-                last_expiry = time.monotonic()
-            for source_id in due_sources():
-                enqueue("sync", "kbframework.jobs.sync_source_job", source_id, "incremental",
-                        job_id=f"reconcile-{source_id}")
-        except Exception as exc:
-            log.warning("periodic scheduling failed: %s", exc)
-        time.sleep(30)
 
 
 def due_sources(now: datetime | None = None) -> list[str]:

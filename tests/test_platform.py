@@ -112,3 +112,31 @@ def test_kb_load_plugins_restricts_loading():
 
     names = [p["name"] for p in json.loads(r.stdout)]
     assert "manual" not in names and "kbframework.default_plugins.providers" in names
+
+
+def test_scheduler_runs_expiry_and_due_reconciliation(kb_services, kb_admin, kb_drain):
+    """RQ's CronScheduler (kbf scheduler, started by kbf worker --with-scheduler) enqueues the
+    periodic jobs; a worker runs them."""
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    from rq import Queue
+
+    from kbframework.queues import get_redis
+
+    past = datetime.now(timezone.utc) - timedelta(hours=3)
+    r = kb_admin.post("/api/admin/v1/documents/manual?wait=1", json={
+        "title": "Old party", "body": "A party that is over.", "role": "event",
+        "event_start": (past - timedelta(hours=4)).isoformat(), "event_end": past.isoformat()})
+    doc = r.get_json()
+    env = {"KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
+    proc = subprocess.Popen([KBF, "scheduler"], env={**os.environ, **env})
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and not Queue("reindex", connection=get_redis()).count:
+            time.sleep(0.3)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    kb_drain()
+    assert kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()["status"] == "expired"
