@@ -90,16 +90,18 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
                 enqueue("ingest", "kbframework.jobs.ingest_documents_job", ids[k:k + 100], False)
     created = time.perf_counter() - t0
     kbf = str(Path(sys.executable).parent / "kbf")
-    worker = subprocess.Popen([kbf, "worker", "--burst", "--queues", "ingest"])
+    # one worker per core, as a deployment would run them (`kbf worker` scales out by process)
+    workers = [subprocess.Popen([kbf, "worker", "--burst", "--queues", "ingest"]) for _ in range(os.cpu_count() or 1)]
     peak_worker = 0.0
-    while worker.poll() is None:
-        peak_worker = max(peak_worker, rss_peak_mb(worker.pid))
+    while any(w.poll() is None for w in workers):
+        peak_worker = max([peak_worker] + [rss_peak_mb(w.pid) for w in workers if w.poll() is None])
         time.sleep(0.2)
     elapsed = time.perf_counter() - t0
     with session_scope() as s:
         chunks = s.scalar(select(func.count()).select_from(Chunk).where(
             Chunk.organization_id.in_([o["id"] for o in orgs.values()])))
     result = {"documents": len(all_ids), "chunks": chunks, "ingest_seconds": round(elapsed, 2),
+              "workers": len(workers),
               "create_seconds": round(created, 2), "ingest_chunks_per_s": round(chunks / elapsed, 1),
               "worker_peak_rss_mb": round(peak_worker, 1)}
     print(f"ingestion: {chunks} chunks in {elapsed:.1f}s → {result['ingest_chunks_per_s']} chunks/s "
