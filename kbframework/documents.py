@@ -77,7 +77,7 @@ def list_documents(s, org_id, *, q=None, source_id=None, type_=None, role=None, 
     else:
         conds.append(Document.status != "deleted")
     if tag:
-        conds.append(Document.tags.any(tag))
+        conds.append(Document.tags.contains([tag]))
     total = s.scalar(select(func.count()).select_from(Document).where(and_(*conds)))
     col = {"updated_at": Document.updated_at, "title": Document.title,
            "last_synced_at": Document.last_synced_at}.get(sort.lstrip("-"), Document.updated_at)
@@ -129,7 +129,10 @@ def update_manual(s, org_id, doc_id, data: dict) -> Document:
     if src.type != "manual":
         raise ValidationFailed("Only manual documents can be edited here; synced documents come from their source.")
     merged = {"title": doc.title, "body": doc.normalized_content, "tags": doc.tags or [],
-              "role": doc.document_role, "expires_at": iso(doc.expires_at)}
+              "role": doc.document_role, "expires_at": iso(doc.expires_at),
+              "event_start": iso(doc.event_start), "event_end": iso(doc.event_end), "venue": doc.venue,
+              "city": doc.city, "source_url": doc.source_url, "image_url": doc.primary_image_url,
+              "metadata": {k: v for k, v in (doc.metadata_ or {}).items() if not k.startswith("last_")}}
     merged.update(data)
     draft = conn.draft_from_input(merged)
     draft.external_id = doc.external_id

@@ -220,3 +220,16 @@ def test_public_embed_chat_has_no_debug(kb_app, kb_admin):
     assert r.status_code == 403
     r = c.post("/api/embed/v1/kb_pk_unknown/chat", json={"message": "hi"}, headers={"Origin": "https://shop.example"})
     assert r.status_code == 404
+
+
+def test_editing_a_manual_event_keeps_its_event_fields(kb_admin):
+    start = "2030-05-01T22:00:00+02:00"
+    doc = add_note(kb_admin, "Summer party", "A party on the roof.", role="event", event_start=start,
+                   venue="Roof", city="Belgrade", source_url="https://nights.example/summer",
+                   metadata={"price": 20, "ticket_url": "https://tickets.example/summer"})
+    r = kb_admin.put(f"/api/admin/v1/documents/manual/{doc['id']}?wait=1", json={"body": "A party on the big roof."})
+    d = r.get_json()
+    assert (d["venue"], d["city"], d["source_url"]) == ("Roof", "Belgrade", "https://nights.example/summer")
+    assert d["event_start"].startswith("2030-05-01T20:00")
+    full = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()
+    assert full["metadata"]["ticket_url"] == "https://tickets.example/summer"

@@ -64,9 +64,9 @@ def create_app(test_config: dict | None = None) -> Flask:
         app.register_blueprint(admin_views.bp)
     except ImportError as exc:  # the admin pages are optional for API-only deployments
         log.warning("admin pages not available: %s", exc)
-    from kbframework.hooks.manager import get_plugin_manager
+    from kbframework.hooks.manager import call_per_plugin, get_plugin_manager
 
-    get_plugin_manager().hook.kb_register_blueprints(app=app)
+    call_per_plugin(get_plugin_manager(), "kb_register_blueprints", app=app)  # a raising plugin is named
 
     @app.get("/healthz")
     def healthz():
