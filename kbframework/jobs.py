@@ -74,8 +74,22 @@ def reconcile_due_job() -> dict:
     from kbframework.queues import enqueue
     from kbframework.worker import due_sources
 
+    from datetime import datetime, timedelta, timezone
+
+    from sqlalchemy import func, select
+
+    from kbframework.db import session_scope
+    from kbframework.models import SyncRun
+
     ids = due_sources()
+    out = {}
+    day_ago = datetime.now(timezone.utc) - timedelta(hours=24)
     for source_id in ids:
-        enqueue("sync", "kbframework.jobs.sync_source_job", source_id, "incremental",
-                job_id=f"reconcile-{source_id}")
-    return {"enqueued": ids}
+        # incremental syncs never see deletions; a full sync a day reconciles them
+        with session_scope() as s:
+            last_full = s.scalar(select(func.max(SyncRun.started_at)).where(
+                SyncRun.source_id == source_id, SyncRun.kind == "full", SyncRun.status.in_(("success", "partial"))))
+        kind = "full" if last_full is None or last_full < day_ago else "incremental"
+        enqueue("sync", "kbframework.jobs.sync_source_job", source_id, kind, job_id=f"reconcile-{source_id}")
+        out[source_id] = kind
+    return {"enqueued": out}
