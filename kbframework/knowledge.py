@@ -42,14 +42,23 @@ def purge_document(s, doc: Document, status: str = "deleted") -> None:
     doc.updated_at = utcnow()
 
 
-def apply_draft(s, source: Source, draft: DocumentDraft, *, force: bool = False) -> tuple[Document | None, str]:
+_UNSET = object()
+
+
+def apply_draft(s, source: Source, draft: DocumentDraft, *, force: bool = False,
+                reapply: bool = False, doc=_UNSET, flush: bool = True) -> tuple[Document | None, str]:
     """Upsert one draft. Returns (document, action) where action is one of:
     ``created`` / ``changed`` (needs ingestion), ``cheap`` (columns only, no re-embed),
-    ``unchanged``, ``stale`` (older than what we hold: ignored), ``unpublished`` (purged),
-    ``ignored`` (unpublished and never known)."""
-    doc = find_document(s, source, draft.external_id)
-    if doc is not None and not force and _is_stale(doc, draft):
-        log.info("stale update ignored for %s/%s: %s <= %s", source.id, draft.external_id,
+    ``unchanged``, ``stale`` (not newer than what we hold: ignored), ``unpublished`` (purged),
+    ``ignored`` (unpublished and never known). ``reapply``: a draft with the *same* source
+    timestamp is applied too (the source's field mapping changed, so the same source data
+    maps differently); an older one is still stale. ``doc``: the document for the draft's
+    external id when the caller already loaded it (``None``: there is none); ``flush=False``
+    leaves a new row to the session's next flush (batched inserts)."""
+    if doc is _UNSET:
+        doc = find_document(s, source, draft.external_id)
+    if doc is not None and not force and _is_stale(doc, draft, reapply=reapply):
+        log.debug("stale update ignored for %s/%s: %s <= %s", source.id, draft.external_id,
                  draft.source_modified_at, doc.source_modified_at)
         return doc, "stale"
     if not draft.published:
@@ -68,7 +77,8 @@ def apply_draft(s, source: Source, draft: DocumentDraft, *, force: bool = False)
         s.add(doc)
         _copy(doc, draft)
         doc.last_synced_at = utcnow()
-        s.flush()
+        if flush:
+            s.flush()
         return doc, "created"
     text_changed = new_hash != doc.sync_hash
     was_gone = doc.status in ("deleted",)
@@ -84,10 +94,20 @@ def apply_draft(s, source: Source, draft: DocumentDraft, *, force: bool = False)
     return doc, "cheap" if s.is_modified(doc) else "unchanged"
 
 
-def _is_stale(doc: Document, draft: DocumentDraft) -> bool:
-    if draft.source_modified_at is not None and doc.source_modified_at is not None:
-        return draft.source_modified_at <= doc.source_modified_at and doc.status != "deleted"
-    return False
+def is_stale_timestamp(doc: Document, modified_at: datetime | None, *, reapply: bool = False) -> bool:
+    """§23: an update applies only when its source timestamp is strictly newer than the
+    stored one. Older is always stale (a late delivery must not resurrect an unpublished
+    item either); an equal one is applied again only to a purged document (it may have
+    been purged because it was missing from a listing) or when ``reapply``."""
+    if modified_at is None or doc.source_modified_at is None:
+        return False
+    if modified_at < doc.source_modified_at:
+        return True
+    return modified_at == doc.source_modified_at and not reapply and doc.status != "deleted"
+
+
+def _is_stale(doc: Document, draft: DocumentDraft, reapply: bool = False) -> bool:
+    return is_stale_timestamp(doc, draft.source_modified_at, reapply=reapply)
 
 
 def _copy(doc: Document, draft: DocumentDraft) -> None:

@@ -72,7 +72,8 @@ def create_source(s, org_id, data: dict) -> Source:
     plain, secret = _split_secrets(connector, cfg)
     if "webhook_secret" in getattr(connector, "secret_fields", ()) and "webhook_secret" not in secret:
         secret["webhook_secret"] = _secrets.token_urlsafe(24)
-    interval = data.get("sync_interval_minutes", plain.pop("sync_interval_minutes", None))
+    cfg_interval = plain.pop("sync_interval_minutes", None)  # a config key of some connectors
+    interval = data.get("sync_interval_minutes") or cfg_interval
     src = Source(organization_id=as_uuid(org_id), type=type_, name=name, status="active",
                  config=_jsonable(plain), secrets=encrypt_json(secret) if secret else None,
                  sync_interval_minutes=int(interval) if interval else None)
@@ -103,6 +104,9 @@ def update_source(s, org_id, source_id, data: dict) -> tuple[Source, list[str]]:
                                                          if v not in (None, "") or k not in old_secret}}
         cfg = _validate(connector, merged)
         plain, secret = _split_secrets(connector, cfg)
+        cfg_interval = plain.pop("sync_interval_minutes", None)
+        if "sync_interval_minutes" in (data["config"] or {}) and "sync_interval_minutes" not in data:
+            src.sync_interval_minutes = int(cfg_interval) if cfg_interval else None
         secret = {**old_secret, **secret}
         old_mapping = (src.config or {}).get("field_mapping")
         src.config = _jsonable(plain)
@@ -118,3 +122,34 @@ def _jsonable(d: dict) -> dict:
     import json
 
     return json.loads(json.dumps(d, default=str))
+
+
+def register_webhooks(org_id, source_id, base_url: str) -> dict:
+    """Ask the remote system to send its webhooks to us (connectors with
+    ``register_webhooks``, e.g. WooCommerce with a Read/Write key). ``base_url`` is this
+    platform's public address; returns the delivery URL and what the remote answered.
+    ``org_id=None`` (the CLI) looks the source up without tenant scoping."""
+    from urllib.parse import urlsplit
+
+    from kbframework.db import session_scope
+    from kbframework.sync import source_config, sync_context
+
+    base = (base_url or "").strip().rstrip("/")
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValidationFailed("base_url must be this platform's public address, e.g. https://kb.example.com")
+    with session_scope() as s:
+        if org_id is None:
+            src = s.get(Source, as_uuid(source_id))
+            if src is None:
+                raise NotFound("No such source.")
+        else:
+            src = get_source(s, org_id, source_id)
+        connector = registry.source_type(src.type)
+        if not hasattr(connector, "register_webhooks"):
+            raise ValidationFailed(f"{src.type} sources cannot register webhooks on the remote side.")
+        config, ctx = source_config(src), sync_context(s, src)
+        delivery_url = f"{base}/api/webhooks/v1/{src.type}/{src.id}"
+    # no transaction is held while the remote answers (it pings the delivery URL first)
+    hooks = connector.register_webhooks(config, delivery_url, config.get("webhook_secret"), ctx)
+    return {"source_id": str(source_id), "delivery_url": delivery_url, "webhooks": hooks}

@@ -77,6 +77,17 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
         s.flush()
         run_id, org_id = run.id, src.organization_id
         config, ctx, since = source_config(src), sync_context(s, src), src.watermark
+        # No watermark: a first sync, or the field mapping changed (sources.update_source
+        # clears it). Then drafts with the stored source timestamp are applied again (§2).
+        reapply = since is None
+        # What we hold, for the §23 rule before any work: a record whose source timestamp is
+        # not newer than its live document's is neither normalized nor applied, and a
+        # connector may skip fetching details for it (ctx.extra, read-only for connectors).
+        ctx.extra["reapply"] = reapply
+        ctx.extra["known_modified"] = {} if reapply else dict(s.execute(
+            select(Document.external_id, Document.source_modified_at).where(
+                Document.source_id == src.id, Document.status != "deleted",
+                Document.source_modified_at.isnot(None))).all())
     stats = {"fetched": 0, "created": 0, "changed": 0, "cheap": 0, "unchanged": 0, "stale": 0,
              "unpublished": 0, "ignored": 0, "purged": 0, "errors": 0, "embedded_documents": 0}
     seen: set[str] = set()
@@ -93,14 +104,14 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
             batch.append(record)
             if len(batch) >= BATCH:
                 newest = _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest,
-                                      newest, item_errors)
+                                      newest, item_errors, reapply)
                 batch = []
                 if len(to_ingest) >= BATCH:
                     _ingest(to_ingest, inline_ingest, stats)
                     to_ingest = []
         if batch:
             newest = _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, newest,
-                                  item_errors)
+                                  item_errors, reapply)
         _ingest(to_ingest, inline_ingest, stats)
         if kind == "full":
             stats["purged"] = _reconcile(source_id, seen)
@@ -126,25 +137,71 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
     return {"status": "ok", "kind": kind, "stats": stats, "run_id": str(run_id)}
 
 
-def _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, newest, errors):
+def _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, newest, errors, reapply=False):
+    """Normalize and apply a batch in one transaction: the batch's documents are loaded with
+    one query and new rows are inserted together. If anything fails, the batch is applied
+    again one item at a time (a savepoint each), so one bad item only fails itself."""
+    drafts = []
+    # Connectors that promise RawRecord.source_modified_at is never older than their draft's
+    # (``record_timestamps=True``) get records that are not newer skipped before normalizing.
+    known = {} if reapply or not getattr(connector, "record_timestamps", False) else \
+        (ctx.extra.get("known_modified") or {})
+    for record in batch:
+        held = known.get(str(record.external_id))
+        if held is not None and record.source_modified_at is not None and record.source_modified_at <= held:
+            stats["stale"] += 1  # nothing newer than the live document we hold (§23)
+            if newest is None or record.source_modified_at > newest:
+                newest = record.source_modified_at
+            continue
+        try:
+            drafts.append((record, normalize_record(connector, record, config, ctx)))
+        except Exception as exc:
+            stats["errors"] += 1
+            errors.append(f"{record.external_id}: {getattr(exc, 'message', None) or exc}")
+    try:
+        results = _apply_drafts(source_id, drafts, reapply, careful=False)
+    except Exception as exc:
+        log.info("batch apply failed (%s); retrying item by item", exc)
+        results = _apply_drafts(source_id, drafts, reapply, careful=True)
+    for (record, draft), (doc_id, doc_status, action, error) in zip(drafts, results):
+        if error is not None:
+            stats["errors"] += 1
+            errors.append(f"{record.external_id}: {error}")
+            continue
+        stats[action] = stats.get(action, 0) + 1
+        if action in ("created", "changed") and doc_id is not None and doc_status not in ("disabled", "expired"):
+            to_ingest.append(doc_id)
+        mod = record.source_modified_at or draft.source_modified_at
+        if mod is not None and (newest is None or mod > newest):
+            newest = mod
+    return newest
+
+
+def _apply_drafts(source_id, drafts, reapply: bool, careful: bool) -> list[tuple]:
+    out = []
     with session_scope() as s:
         src = s.get(Source, as_uuid(source_id))
-        for record in batch:
+        ext_ids = {str(d.external_id) for _, d in drafts if d.external_id is not None}
+        known = {d.external_id: d for d in s.scalars(select(Document).where(
+            Document.source_id == src.id, Document.external_id.in_(ext_ids)))} if ext_ids else {}
+        for _record, draft in drafts:
+            key = str(draft.external_id) if draft.external_id is not None else None
             try:
-                draft = normalize_record(connector, record, config, ctx)
-                with s.begin_nested():
-                    doc, action = apply_draft(s, src, draft)
+                if careful:
+                    with s.begin_nested():
+                        doc, action = apply_draft(s, src, draft, reapply=reapply, doc=known.get(key))
+                else:
+                    doc, action = apply_draft(s, src, draft, reapply=reapply, doc=known.get(key), flush=False)
             except Exception as exc:
-                stats["errors"] += 1
-                errors.append(f"{record.external_id}: {getattr(exc, 'message', None) or exc}")
+                if not careful:
+                    raise
+                out.append((None, None, None, getattr(exc, "message", None) or str(exc)))
                 continue
-            stats[action] = stats.get(action, 0) + 1
-            if action in ("created", "changed") and doc is not None and doc.status not in ("disabled", "expired"):
-                to_ingest.append(str(doc.id))
-            mod = record.source_modified_at or (draft.source_modified_at if draft else None)
-            if mod is not None and (newest is None or mod > newest):
-                newest = mod
-    return newest
+            if doc is not None and key is not None:
+                known[key] = doc
+            out.append((str(doc.id) if doc is not None else None, doc.status if doc is not None else None,
+                        action, None))
+    return out
 
 
 def _ingest(ids: list[str], inline: bool, stats: dict) -> None:
@@ -161,11 +218,11 @@ def _reconcile(source_id, seen: set[str]) -> int:
     """A full sync purges documents that the source no longer returns."""
     n = 0
     with session_scope() as s:
-        docs = s.scalars(select(Document).where(Document.source_id == as_uuid(source_id),
-                                                Document.status != "deleted")).all()
-        for d in docs:
-            if d.external_id is not None and d.external_id not in seen:
-                purge_document(s, d)
+        rows = s.execute(select(Document.id, Document.external_id).where(
+            Document.source_id == as_uuid(source_id), Document.status != "deleted")).all()
+        for doc_id, external_id in rows:  # only the missing ones are loaded
+            if external_id is not None and external_id not in seen:
+                purge_document(s, s.get(Document, doc_id))
                 n += 1
     return n
 
@@ -173,12 +230,17 @@ def _reconcile(source_id, seen: set[str]) -> int:
 def process_webhook(source_id, external_id: str, event: str, payload: dict | None = None,
                     webhook_event_id: int | None = None) -> dict:
     """Re-fetch (or delete) one item after a webhook; the same freshness rule as a sync."""
+    started = utcnow()
     with session_scope() as s:
         src = s.get(Source, as_uuid(source_id))
         if src is None:
             raise NotFound("No such source.")
         connector = registry.source_type(src.type)
         config, ctx = source_config(src), sync_context(s, src)
+        disabled = src.status == "disabled"
+    if disabled:  # disabled after the delivery was queued
+        _mark_event(webhook_event_id, "source_disabled", None, source_id, external_id, started)
+        return {"outcome": "source_disabled", "document_id": None}
     outcome = "applied"
     doc_id = None
     try:
@@ -206,6 +268,9 @@ def process_webhook(source_id, external_id: str, event: str, payload: dict | Non
                     doc, action = apply_draft(s, src, draft)
                     doc_id = str(doc.id) if doc else None
                     outcome = action
+                    if action == "stale":
+                        log.info("stale webhook update ignored for %s/%s: %s is not newer than %s", source_id,
+                                 external_id, draft.source_modified_at, doc.source_modified_at)
                     ingest = action in ("created", "changed") and doc.status not in ("disabled", "expired")
                 if ingest:
                     from kbframework.documents import queue_ingest
@@ -213,15 +278,22 @@ def process_webhook(source_id, external_id: str, event: str, payload: dict | Non
                     queue_ingest([doc_id], inline=True)
     except KBError as exc:
         outcome = "error"
-        _mark_event(webhook_event_id, "error", exc.message)
+        _mark_event(webhook_event_id, "error", exc.message, source_id, external_id, started)
         raise
-    _mark_event(webhook_event_id, outcome, None)
+    _mark_event(webhook_event_id, outcome, None, source_id, external_id, started)
     return {"outcome": outcome, "document_id": doc_id}
 
 
-def _mark_event(event_id, outcome, detail):
-    if event_id is None:
-        return
+def _mark_event(event_id, outcome, detail, source_id=None, external_id=None, before=None):
+    """Record the outcome on the delivery that queued the job and on every delivery for the
+    same item that was coalesced into it (still ``queued``, received before the job started)."""
     with session_scope() as s:
-        s.execute(update(WebhookEvent).where(WebhookEvent.id == event_id).values(
-            outcome=outcome, detail=detail))
+        if event_id is not None:
+            s.execute(update(WebhookEvent).where(WebhookEvent.id == event_id).values(
+                outcome=outcome, detail=detail))
+        if source_id is not None and external_id is not None:
+            s.execute(update(WebhookEvent).where(
+                WebhookEvent.source_id == as_uuid(source_id), WebhookEvent.external_id == str(external_id),
+                WebhookEvent.outcome == "queued", WebhookEvent.received_at <= (before or utcnow())).values(
+                outcome=outcome, detail=detail if event_id is None else f"coalesced into event {event_id}"
+                + (f": {detail}" if detail else "")))

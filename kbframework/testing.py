@@ -3,7 +3,13 @@
 Fixtures: ``kb_services`` (PostgreSQL + pgvector and Redis in a scratch folder, migrated),
 ``kb_app``, ``kb_clean`` (empty tables and Redis), ``kb_org``, ``kb_admin`` (a logged-in
 client with CSRF handled), ``kb_drain`` (run queued jobs now), ``kb_http_server`` (a small
-local HTTP server for faking a remote system at the protocol level).
+local HTTP server for faking a remote system at the protocol level), ``kb_source`` (a
+scratch source of any installed type in ``kb_org``: sync it, list its documents, ask about
+them) and ``kb_register_plugin`` (register a plugin object in-process for one test).
+
+Plugin authors get all of them by installing kbframework: the module is a pytest plugin
+(entry point ``pytest11``), so a plugin's own tests just name the fixtures. The guide is
+docs/plugins.md.
 """
 from __future__ import annotations
 
@@ -64,7 +70,8 @@ def kb_services():
 def kb_app(kb_services):
     from kbframework.web import create_app
 
-    app = create_app({"TESTING": True})
+    # login throttling off: a test suite logs in far more than 20 times a minute
+    app = create_app({"TESTING": True, "RATELIMIT_ENABLED": False})
     return app
 
 
@@ -195,3 +202,123 @@ def kb_http_server():
     yield make
     for s in servers:
         s.close()
+
+
+# --------------------------------------------------------------------------- scratch sources
+
+
+class ScratchSource:
+    """A source row in ``kb_org``, created through the host's own ``sources.create_source``
+    (config validated by the connector's schema, secrets encrypted), with the calls a
+    connector's test needs."""
+
+    def __init__(self, id: str, type: str, name: str, org: dict):
+        self.id, self.type, self.name, self.org = id, type, name, org
+
+    def __repr__(self):
+        return f"<ScratchSource {self.type} {self.id}>"
+
+    def sync(self, kind: str = "full") -> dict:
+        """Run the real sync pipeline now, ingesting inline: fetch → normalize → apply →
+        chunk → embed. Returns ``run_sync``'s result ({"status", "stats", ...})."""
+        from kbframework.sync import run_sync
+
+        return run_sync(self.id, kind=kind, inline_ingest=True)
+
+    def info(self) -> dict:
+        """The source row: status, last_error, last_sync_at, watermark, config."""
+        from kbframework.accounts import as_uuid
+        from kbframework.db import session_scope
+        from kbframework.models import Source
+
+        with session_scope() as s:
+            src = s.get(Source, as_uuid(self.id))
+            return {"id": str(src.id), "type": src.type, "name": src.name, "status": src.status,
+                    "last_error": src.last_error, "last_sync_at": src.last_sync_at,
+                    "watermark": src.watermark, "config": dict(src.config or {})}
+
+    def documents(self, status: str | None = None, full: bool = True) -> list[dict]:
+        """This source's documents (not deleted unless ``status="deleted"``), as the admin
+        API shows them; ``full`` adds normalized_content and metadata."""
+        from sqlalchemy import select
+
+        from kbframework.accounts import as_uuid
+        from kbframework.db import session_scope
+        from kbframework.documents import doc_to_dict
+        from kbframework.models import Document, Source
+
+        with session_scope() as s:
+            src = s.get(Source, as_uuid(self.id))
+            q = select(Document).where(Document.source_id == src.id)
+            q = q.where(Document.status == status) if status else q.where(Document.status != "deleted")
+            return [doc_to_dict(d, src, full=full) for d in s.scalars(q.order_by(Document.title, Document.id))]
+
+    def ask(self, question: str, mode: str | None = None, now=None, history=None) -> dict:
+        """Ask the organization's assistant, as the admin chat does (answer, cards, sources, debug)."""
+        from kbframework.retrieval.answer import answer
+
+        return answer(self.org["id"], question, mode=mode, now=now, history=history or [], channel="admin")
+
+
+def set_org_extra(org: dict, **values) -> None:
+    """Change an organization's ``settings.extra`` (e.g. allow_private_network=True)."""
+    from sqlalchemy import select
+
+    from kbframework.accounts import as_uuid
+    from kbframework.db import session_scope
+    from kbframework.models import Setting
+
+    with session_scope() as s:
+        st = s.scalar(select(Setting).where(Setting.organization_id == as_uuid(org["id"])))
+        if st is None:
+            st = Setting(organization_id=as_uuid(org["id"]), extra={})
+            s.add(st)
+        st.extra = {**(st.extra or {}), **values}
+
+
+@pytest.fixture
+def kb_source(kb_org):
+    """A factory: ``kb_source("ics", {"url": srv.url + "/feed.ics"})`` → :class:`ScratchSource`.
+
+    The organization is ``kb_org``. ``allow_private_network`` (default True) lets the
+    connector reach ``kb_http_server`` on 127.0.0.1 (the SSRF guard refuses it otherwise).
+    A config the connector's schema rejects raises ``ValidationFailed`` with the details."""
+
+    def make(type_name: str, config: dict | None = None, *, name: str | None = None,
+             allow_private_network: bool = True, interval: int | None = None) -> ScratchSource:
+        from kbframework.db import session_scope
+        from kbframework.sources import create_source
+
+        if allow_private_network:
+            set_org_extra(kb_org, allow_private_network=True)
+        with session_scope() as s:
+            src = create_source(s, kb_org["id"], {"type": type_name, "name": name or f"scratch {type_name}",
+                                                  "config": config or {}, "sync_interval_minutes": interval})
+            return ScratchSource(str(src.id), src.type, src.name, kb_org)
+
+    return make
+
+
+# --------------------------------------------------------------------------- in-process plugins
+
+
+@pytest.fixture
+def kb_register_plugin():
+    """Register plugin objects (a module, a class instance with ``@hookimpl`` methods) next to
+    everything installed, for one test: ``kb_register_plugin(obj, "name")`` returns the
+    plugin manager. The host's manager and caches are restored afterwards."""
+    from kbframework.hooks.manager import build_plugin_manager, reset_plugin_manager
+
+    state: dict = {}
+
+    def register(obj, name: str | None = None):
+        pm = state.get("pm")
+        if pm is None:
+            pm = state["pm"] = build_plugin_manager()
+        pm.register(obj, name=name)
+        reset_plugin_manager(pm)
+        return pm
+
+    yield register
+    if state:
+        reset_plugin_manager(None)

@@ -153,6 +153,14 @@ class SourceConnector(Protocol):
 
     Connectors yield raw records; ``normalize`` turns one into a DocumentDraft. Network
     errors surface as ``SourceUnavailable`` / ``ConnectorAuthError`` from kbframework.errors.
+
+    Optional: ``record_timestamps = True`` promises that a record's ``source_modified_at``
+    is never older than its draft's; the sync then skips (as stale, §23) records that are
+    not newer than the live document, without normalizing them. During a sync,
+    ``ctx.extra["known_modified"]`` maps external ids of live documents to their stored
+    ``source_modified_at`` and ``ctx.extra["reapply"]`` says every item is re-derived
+    (first sync or a mapping change), so a connector can skip fetching details it would
+    only throw away.
     """
 
     name: str

@@ -43,6 +43,9 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     registry.validate_startup()
 
+    from kbframework.queues import redis_url_for_limits
+
+    app.config.setdefault("RATELIMIT_STORAGE_URI", redis_url_for_limits())  # shared by every process
     login_manager.init_app(app)
     limiter.init_app(app)
     cors.init_app(app, resources={r"/api/embed/*": {"origins": []}})

@@ -275,15 +275,33 @@ def get_source(source_id):
 @bp.put("/sources/<source_id>")
 @admin_required
 def update_source(source_id):
+    from kbframework.sources import get_source as _get_source
     from kbframework.sources import update_source as _update
 
     data = body()
     with session_scope() as s:
+        before = (_get_source(s, org_id(), source_id).config or {}).get("field_mapping")
         src, reindex_ids = _update(s, org_id(), source_id, data)
+        remap = ((src.config or {}).get("field_mapping") != before and src.status != "disabled"
+                 and getattr(registry.source_types().get(src.type), "supports_sync", False))
         out = source_to_dict(src, s)
     if reindex_ids:
         docs.queue_ingest(reindex_ids)
+    if remap:  # the mapping decides text and metadata: re-derive every item, re-embed what changed
+        from kbframework.queues import enqueue
+
+        job = enqueue("sync", "kbframework.jobs.sync_source_job", str(source_id), "full")
+        out["resync_job_id"] = job.id
     return out
+
+
+@bp.post("/sources/<source_id>/register-webhooks")
+@admin_required
+def register_webhooks(source_id):
+    from kbframework.sources import register_webhooks as _register
+
+    base_url = body().get("base_url") or request.host_url
+    return _register(org_id(), source_id, base_url)
 
 
 @bp.post("/sources/<source_id>/sync")

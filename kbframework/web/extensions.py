@@ -12,6 +12,6 @@ def _storage_uri() -> str:
 
 
 login_manager = LoginManager()
-limiter = Limiter(key_func=get_remote_address, default_limits=[], storage_uri="memory://",
-                  strategy="fixed-window", headers_enabled=True)
+limiter = Limiter(key_func=get_remote_address, default_limits=[], strategy="fixed-window",
+                  headers_enabled=True)  # storage: RATELIMIT_STORAGE_URI (Redis), set by create_app
 cors = CORS()
