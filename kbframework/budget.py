@@ -186,3 +186,22 @@ def daily_usage(org_id, month: str | None = None) -> dict:
         p["calls"] += it["calls"]
     return {"month": label, "totals": totals, "budget": b, "by_day": list(by_day.values()),
             "by_purpose": list(by_purpose.values()), "rows": items}
+
+
+class MeteredLLM:
+    """An LLM provider wrapped so every call is budget-checked and written to the ledger."""
+
+    def __init__(self, llm, org_id, purpose: str):
+        self._llm, self._org, self._purpose = llm, org_id, purpose
+        self.name, self.model = llm.name, llm.model
+
+    def available(self) -> bool:
+        return self._llm.available()
+
+    def complete(self, messages, **kw):
+        from kbframework.usage import record_usage
+
+        with spending(self._org, self._purpose):
+            res = self._llm.complete(messages, **kw)
+            record_usage(self._org, self._purpose, self._llm.name, res.model, res.tokens_in, res.tokens_out)
+        return res

@@ -169,3 +169,14 @@ def test_ledger_failure_never_breaks_an_answer(kb_admin, fake_llm, monkeypatch):
     monkeypatch.setattr(usage, "UsageLedger", broken)
     r = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"})
     assert r.status_code == 200 and r.get_json()["answer"].startswith("Here is the answer")
+
+
+def test_follow_up_rewrite_is_metered(kb_admin, fake_llm):
+    note(kb_admin)
+    history = [{"role": "user", "content": "what is your return policy?"},
+               {"role": "assistant", "content": "You can return items within 30 days."}]
+    r = kb_admin.post("/api/admin/v1/chat", json={"question": "and for sale items?", "history": history})
+    assert r.status_code == 200
+    assert r.get_json()["debug"]["rewrite"] == "llm"
+    rows = [row for row in ledger(kb_admin.org["id"]) if row.purpose == "rewrite"]
+    assert len(rows) == 1 and rows[0].provider == "openai" and rows[0].tokens_in == 120

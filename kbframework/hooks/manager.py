@@ -27,6 +27,8 @@ DEFAULT_PLUGINS = (
     "kbframework.default_plugins.presets",
     "kbframework.default_plugins.cards",
     "kbframework.default_plugins.filters",
+    "kbframework.default_plugins.metadata_filters",
+    "kbframework.default_plugins.planner",
 )
 
 _lock = threading.Lock()
@@ -34,15 +36,34 @@ _pm: pluggy.PluginManager | None = None
 _load_errors: list[dict] = []
 
 
+def tracing() -> bool:
+    """``KB_TRACE_PLUGINS=1``: every hook call is logged with its implementations and timing."""
+    return os.environ.get("KB_TRACE_PLUGINS") == "1"
+
+
+def trace(hook_name: str, plugin_names, ms: float, error: BaseException | None = None) -> None:
+    log.warning("hook %s -> %s in %.2f ms%s", hook_name, list(plugin_names), ms,
+                f" (raised {type(error).__name__}: {error})" if error is not None else "")
+
+
+_trace_local = threading.local()
+
+
 def _tracer(pm: pluggy.PluginManager) -> None:
+    """Time every ``pm.hook.<name>(...)`` call through pluggy's monitoring. The start times
+    live on a per-thread stack (hooks may call hooks), never in the call's kwargs."""
+
     def before(hook_name, hook_impls, kwargs):
-        kwargs["__t0"] = time.perf_counter()  # pluggy passes a fresh dict per call
+        stack = getattr(_trace_local, "stack", None)
+        if stack is None:
+            stack = _trace_local.stack = []
+        stack.append(time.perf_counter())
 
     def after(outcome, hook_name, hook_impls, kwargs):
-        t0 = kwargs.pop("__t0", None)
-        ms = (time.perf_counter() - t0) * 1000 if t0 else -1
-        names = [i.plugin_name for i in hook_impls]
-        log.warning("hook %s -> %s in %.2f ms", hook_name, names, ms)
+        stack = getattr(_trace_local, "stack", None) or []
+        t0 = stack.pop() if stack else None
+        ms = (time.perf_counter() - t0) * 1000 if t0 is not None else -1.0
+        trace(hook_name, [i.plugin_name for i in hook_impls], ms, outcome.exception)
 
     pm.add_hookcall_monitoring(before, after)
 
@@ -72,7 +93,7 @@ def build_plugin_manager(load: str | None = None) -> pluggy.PluginManager:
         mod = importlib.import_module(modname)
         pm.register(mod, name=modname)
     pm._kb_load_errors = errors
-    if os.environ.get("KB_TRACE_PLUGINS") == "1":
+    if tracing():
         _tracer(pm)
     return pm
 
@@ -133,11 +154,54 @@ def collect_named(pm, hook_results_by_plugin, what: str) -> dict:
     return out
 
 
+def _call_impl(impl, kwargs: dict):
+    return impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+
+
 def call_per_plugin(pm, hook_name: str, **kwargs):
-    """Call a hook implementation by implementation, keeping who returned what."""
+    """Call a hook implementation by implementation, keeping who returned what.
+
+    Used for the hooks collected once at start-up (source types, presets, providers,
+    blueprints): an implementation that raises stops start-up with a ``StartupError``
+    naming the plugin, never an anonymous traceback."""
     hook = getattr(pm.hook, hook_name)
     results = []
     for impl in reversed(hook.get_hookimpls()):  # registration order, built-ins last
-        res = impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+        t0 = time.perf_counter()
+        try:
+            res = _call_impl(impl, kwargs)
+        except Exception as exc:
+            if tracing():
+                trace(hook_name, [impl.plugin_name], (time.perf_counter() - t0) * 1000, exc)
+            log.error("plugin %s failed in %s: %s: %s", impl.plugin_name, hook_name, type(exc).__name__, exc)
+            raise StartupError(
+                f"The plugin '{impl.plugin_name}' failed in {hook_name}: {type(exc).__name__}: {exc}. "
+                f"Fix or uninstall it, or leave it out with KB_LOAD_PLUGINS.",
+                code="plugin_failed", details={"plugin": impl.plugin_name, "hook": hook_name}) from exc
+        if tracing():
+            trace(hook_name, [impl.plugin_name], (time.perf_counter() - t0) * 1000)
         results.append((impl.plugin_name, res))
     return results
+
+
+def call_first(pm, hook_name: str, **kwargs):
+    """A firstresult hook, tolerant of broken plugins: implementations are tried in pluggy's
+    order (installed plugins before the built-ins); one that raises is logged with its name
+    and skipped, so the next one (in the end the built-in) answers. Returns the first
+    non-None result, or None."""
+    hook = getattr(pm.hook, hook_name)
+    for impl in reversed(hook.get_hookimpls()):  # the order pluggy itself calls them in
+        t0 = time.perf_counter()
+        try:
+            res = _call_impl(impl, kwargs)
+        except Exception as exc:
+            if tracing():
+                trace(hook_name, [impl.plugin_name], (time.perf_counter() - t0) * 1000, exc)
+            log.error("plugin %s failed in %s (skipped): %s: %s", impl.plugin_name, hook_name,
+                      type(exc).__name__, exc)
+            continue
+        if tracing():
+            trace(hook_name, [impl.plugin_name], (time.perf_counter() - t0) * 1000)
+        if res is not None:
+            return res
+    return None

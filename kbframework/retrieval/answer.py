@@ -3,10 +3,12 @@
     answer(org, question):
       1. load_context     organization, settings, preset (mode), time zone, night cut-off
       2. rewrite_query    a short referential follow-up becomes a standalone query
-      3. extract_filters  every extractor plugin; parts merged into one pre-filter
+      3. extract_filters  every extractor plugin; parts vetted and merged into one pre-filter;
+                          the legs then search the query without its date/price/stock phrases
       4. prefilter        active, non-expired documents of the organization matching filters
       5. embed_query      once per embedding model the organization's chunks use
-      6. vector_search ‖ keyword_search   top 20 each, on the pre-filtered set
+      6. vector_search ‖ keyword_search   top 20 each, on the pre-filtered set (plus a listing of
+                          the matching documents when the question is all constraints)
       7. rrf              Σ 1/(60 + rank)
       8. role_boost       preset's role priority (×1.3, ×1.1), a re-rank
       9. select_context   top N, character budget, source diversity
@@ -32,7 +34,7 @@ from kbframework import registry
 from kbframework.config import get_config
 from kbframework.db import session_scope
 from kbframework.errors import NotFound, ValidationFailed
-from kbframework.hooks.manager import get_plugin_manager
+from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.models import ChatLog, Organization, Setting
 from kbframework.retrieval import conversation
@@ -113,9 +115,13 @@ def _vocabulary(s, org_id) -> dict:
         return {}
 
 
-def _rewriter():
+def _rewriter(org_id=None):
     llm = registry.llm()
-    return llm if llm.name != "extractive" else None
+    if llm.name == "extractive":
+        return None
+    from kbframework.budget import MeteredLLM
+
+    return MeteredLLM(llm, org_id, "rewrite") if org_id else llm
 
 
 def filter_context(s, ctx: OrgContext, now: datetime, history: list[dict]) -> dict:
@@ -253,7 +259,7 @@ def build_cards(passages: list[dict], preset) -> list[dict]:
                "primary_image_url": p["primary_image_url"], "event_start": p["event_start"],
                "event_end": p["event_end"], "venue": p["venue"], "city": p["city"],
                "metadata": p["dmeta"] or {}, "normalized_content": p["normalized_content"]}
-        card = pm.hook.kb_build_card(document=doc, preset=preset)
+        card = call_first(pm, "kb_build_card", document=doc, preset=preset)  # a raising plugin is skipped
         if card is None or (allowed and card.type not in allowed):
             continue
         if card.type == "article" and p["document_role"] not in ("article", "support") \
@@ -324,7 +330,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
         # 2. rewrite_query
         t0 = time.perf_counter()
         vocab = _vocabulary(s, ctx.org.id)
-        query, rewrite_how = rewrite_query(question, hist, vocab, _rewriter())
+        query, rewrite_how = rewrite_query(question, hist, vocab, _rewriter(ctx.org.id))
         link_docs = []
         if hist and conversation.is_link_request(question):  # "what's the link?": the previous answer first
             link_docs = conversation.previous_documents(hist) or conversation.previous_documents(
@@ -345,7 +351,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
         debug = {"question": question, "rewritten_query": query if rewrite_how else None,
                  "rewrite": rewrite_how, "mode": ctx.mode, "preset": ctx.preset.name,
                  "filters": {"parts": describe_parts(parts), "merged": pf.describe(),
-                             "errors": extractor_errors},
+                             "errors": extractor_errors, "timings_ms": fctx.get("extractor_timings_ms")},
                  "prefilter": {"candidate_documents": candidates}, "timings_ms": timings,
                  "search_text": text_q,
                  "explain": ([f"follow-up rewritten ({rewrite_how}): {question!r} → {query!r}"]

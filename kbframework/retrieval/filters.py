@@ -1,38 +1,245 @@
-"""Collecting filter parts from every extractor plugin and merging them into a Prefilter."""
+"""Filter extraction (§5): every ``kb_extract_filters`` plugin, the organization's vocabulary,
+vetting, and the merge into one ``Prefilter``.
+
+    extract_filter_parts(query, context)
+      1. vocabulary     the organization's categories, tags, cities and venues (from its
+                        documents; cached per organization for a minute) → context["vocabulary"]
+      2. extractors     every plugin; a slow one (``fn.kb_parallel = True``, the LLM planner)
+                        runs in a thread while the rule-based ones run here; a failing one is
+                        logged and skipped
+      3. vet            a tag/category part becomes a filter only when that label describes
+                        most of the products/events whose text mentions the word (a shop that
+                        tags 3 of its 30 waterproof jackets "waterproof" must not hide the
+                        other 27); the rest are kept in the debug as "not applied"
+    merge_parts       first part of a field wins (rule-based extractors come first), lists add up
+
+Every part is logged with the extractor that found it.
+"""
 from __future__ import annotations
 
 import logging
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime
 
-from kbframework.hooks.manager import call_per_plugin, get_plugin_manager
-from kbframework.retrieval.search import Prefilter
+from sqlalchemy import text
+
+from kbframework.hooks.manager import get_plugin_manager, trace, tracing
+from kbframework.retrieval.search import FILTERED_ROLES, SERVABLE_STATUSES, Prefilter
 from kbframework.types import FilterPart
 
 log = logging.getLogger("kbframework.retrieval")
 
+VOCAB_TTL = 60.0  # seconds
+COVERAGE_MIN = 0.8  # a label must describe (nearly) all the filtered documents that mention its word
+PARALLEL_TIMEOUT = 8.0  # seconds the merge waits for a slow (LLM) extractor
+
+_vocab_cache: dict = {}
+_cover_cache: dict = {}
+_cache_lock = threading.Lock()
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbf-filters")
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+_VOCAB_SQL = """
+WITH d AS (
+  SELECT d.tags, d.metadata, d.city, d.venue, d.document_role FROM documents d
+  WHERE d.organization_id = :org AND d.status IN ('active', 'syncing', 'error'))
+SELECT 'tag' AS kind, t AS value, count(*) FROM d, unnest(coalesce(d.tags, '{}'::text[])) t
+  WHERE d.document_role IN ('product', 'event') GROUP BY 2
+UNION ALL
+SELECT 'category', c, count(*) FROM d, jsonb_array_elements_text(CASE WHEN jsonb_typeof(d.metadata->'categories')
+  = 'array' THEN d.metadata->'categories' ELSE '[]'::jsonb END) c
+  WHERE d.document_role IN ('product', 'event') GROUP BY 2
+UNION ALL
+SELECT 'city', d.city, count(*) FROM d WHERE d.city IS NOT NULL AND d.city <> '' GROUP BY 2
+UNION ALL
+SELECT 'venue', d.venue, count(*) FROM d WHERE d.venue IS NOT NULL AND d.venue <> '' GROUP BY 2
+"""
+
+
+def org_vocabulary(session, org_id) -> dict:
+    """{"tags": [...], "categories": [...], "cities": [...], "venues": [...], "version": str}.
+
+    Read from the organization's own documents (tags and categories of products and
+    events, every document's city and venue); cached for a minute per organization."""
+    key = str(org_id)
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _vocab_cache.get(key)
+        if hit and now - hit[0] < VOCAB_TTL:
+            return hit[1]
+    rows = session.execute(text(_VOCAB_SQL), {"org": key}).all()
+    out: dict = {"tags": [], "categories": [], "cities": [], "venues": [], "counts": {}}
+    plural = {"tag": "tags", "category": "categories", "city": "cities", "venue": "venues"}
+    for kind, value, n in rows:
+        if not isinstance(value, str) or not value.strip():
+            continue
+        out[plural[kind]].append(value)
+        out["counts"][f"{kind}:{value.lower()}"] = n
+    out["version"] = f"{key}:{now:.3f}"
+    with _cache_lock:
+        _vocab_cache[key] = (now, out)
+    return out
+
+
+def forget_vocabulary(org_id=None) -> None:
+    with _cache_lock:
+        if org_id is None:
+            _vocab_cache.clear()
+            _cover_cache.clear()
+        else:
+            _vocab_cache.pop(str(org_id), None)
+            for k in [k for k in _cover_cache if k[0] == str(org_id)]:
+                _cover_cache.pop(k, None)
+
+
+_COVER_SQL = f"""
+WITH m AS (
+  SELECT DISTINCT d.id, EXISTS (SELECT 1 FROM unnest(coalesce(d.tags, '{{}}'::text[]) || ARRAY(
+      SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(d.metadata->'categories') = 'array'
+      THEN d.metadata->'categories' ELSE '[]'::jsonb END))) t WHERE lower(t) = ANY(:vals)) AS labelled
+  FROM chunks c JOIN documents d ON d.id = c.document_id
+  WHERE c.organization_id = :org AND d.organization_id = :org
+    AND d.document_role IN {tuple(FILTERED_ROLES)!r} AND d.status IN {tuple(SERVABLE_STATUSES)!r}
+    AND c.tsv @@ plainto_tsquery('english', :term))
+SELECT count(*) FILTER (WHERE labelled), count(*) FROM m
+"""
+
+
+def label_coverage(session, org_id, values: list[str], term: str) -> tuple[int, int]:
+    """(labelled, mentioning): of the products/events whose text mentions ``term``, how many
+    carry one of the labels ``values``. Cached for a minute per organization and term."""
+    key = (str(org_id), term.lower(), tuple(sorted(v.lower() for v in values)))
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cover_cache.get(key)
+        if hit and now - hit[0] < VOCAB_TTL:
+            return hit[1]
+    row = session.execute(text(_COVER_SQL), {"org": str(org_id), "term": term,
+                                             "vals": [v.lower() for v in values]}).one()
+    res = (int(row[0]), int(row[1]))
+    with _cache_lock:
+        _cover_cache[key] = (now, res)
+    return res
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def _call(impl, query, context):
+    t0 = time.perf_counter()
+    try:
+        res = impl.function(**{k: v for k, v in {"query": query, "context": context}.items()
+                               if k in impl.argnames})
+    except Exception as exc:
+        if tracing():
+            trace("kb_extract_filters", [impl.plugin_name], (time.perf_counter() - t0) * 1000, exc)
+        raise
+    ms = round((time.perf_counter() - t0) * 1000, 2)
+    if tracing():
+        trace("kb_extract_filters", [impl.plugin_name], ms)
+    return list(res or []), ms
+
 
 def extract_filter_parts(query: str, context: dict) -> tuple[list[FilterPart], list[dict]]:
-    """Run every ``kb_extract_filters`` implementation; a failing extractor is logged, skipped."""
+    """Run every ``kb_extract_filters`` implementation and vet the parts.
+
+    Returns (parts, errors). Parts the host does not apply carry ``dropped`` (a reason);
+    ``merge_parts`` skips them and ``describe_parts`` shows them."""
+    session = context.get("session")
+    org_id = context.get("organization_id")
+    if "vocabulary" not in context:
+        try:
+            context["vocabulary"] = org_vocabulary(session, org_id) if session is not None and org_id else {}
+        except Exception as exc:  # the vocabulary is a help, never a reason to fail the chat
+            log.warning("vocabulary for %s failed: %s", org_id, exc)
+            context["vocabulary"] = {}
     pm = get_plugin_manager()
+    impls = list(reversed(pm.hook.kb_extract_filters.get_hookimpls()))  # registration order, built-ins last
+    # merge order (the first part of a field wins): installed plugins (they override the host),
+    # then the built-in rule-based extractors, then slow ones such as the LLM planner
+    impls.sort(key=lambda i: (bool(getattr(i.function, "kb_parallel", False)),
+                              1 if i.plugin_name.startswith("kbframework.") else 0))
     parts: list[FilterPart] = []
     errors: list[dict] = []
-    hook = pm.hook.kb_extract_filters
-    for impl in reversed(hook.get_hookimpls()):
+    timings: dict = {}
+    futures = [(impl, _pool.submit(_call, impl, query, context)) for impl in impls
+               if getattr(impl.function, "kb_parallel", False)]
+    for impl in impls:
+        if getattr(impl.function, "kb_parallel", False):
+            continue
         try:
-            res = impl.function(**{k: v for k, v in {"query": query, "context": context}.items()
-                                   if k in impl.argnames})
-            parts.extend(res or [])
+            got, ms = _call(impl, query, context)
+            parts.extend(got)
+            timings[impl.plugin_name] = ms
         except Exception as exc:
             log.warning("filter extractor %s failed: %s", impl.plugin_name, exc)
             errors.append({"extractor": impl.plugin_name, "error": f"{type(exc).__name__}: {exc}"})
+    wait = float((context.get("settings") or {}).get("planner_timeout", PARALLEL_TIMEOUT))
+    for impl, fut in futures:
+        try:
+            got, ms = fut.result(timeout=wait)
+            parts.extend(got)
+            timings[impl.plugin_name] = ms
+        except FutureTimeout:
+            errors.append({"extractor": impl.plugin_name, "error": f"no answer within {wait:g} s; skipped"})
+        except Exception as exc:
+            log.warning("filter extractor %s failed: %s", impl.plugin_name, exc)
+            errors.append({"extractor": impl.plugin_name, "error": f"{type(exc).__name__}: {exc}"})
+    context["extractor_timings_ms"] = timings
+    _vet(parts, context)
+    for p in parts:
+        log.info("filter part %s=%r from %s (%r)%s", p.field, _plain(p.value), p.extractor, p.matched,
+                 f" not applied: {p.dropped}" if getattr(p, "dropped", None) else "")
     return parts, errors
 
 
+def _vet(parts: list[FilterPart], context: dict) -> None:
+    """Mark tag/category parts whose label does not describe what the word describes."""
+    session, org_id = context.get("session"), context.get("organization_id")
+    vocab = context.get("vocabulary") or {}
+    known = {v.lower() for k in ("tags", "categories") for v in vocab.get(k, [])}
+    for p in parts:
+        if p.field not in ("tag", "tags", "category", "categories"):
+            continue
+        vals = [v for v in (p.value if isinstance(p.value, list) else [p.value]) if isinstance(v, str)]
+        if not vals or (known and not any(v.lower() in known for v in vals)):
+            p.dropped = "not in the organization's tags or categories"
+            continue
+        term = getattr(p, "term", None) or p.matched or vals[0]
+        if session is None or not org_id:
+            continue
+        try:
+            labelled, mentioning = label_coverage(session, org_id, vals, term)
+        except Exception as exc:
+            log.warning("coverage of %r failed: %s", term, exc)
+            continue
+        p.coverage = {"labelled": labelled, "mentioning": mentioning}
+        if mentioning and labelled / mentioning < COVERAGE_MIN:
+            p.dropped = (f"the label covers only {labelled} of the {mentioning} products/events that "
+                         f"mention '{term}'; searching the text instead")
+
+
 def merge_parts(org_id, now: datetime, parts: list[FilterPart]) -> Prefilter:
-    """First part of each field wins, except list fields, which accumulate."""
+    """First part of each field wins, except list fields, which accumulate. Dropped parts are skipped."""
     pf = Prefilter(organization_id=str(org_id), now=now)
     seen: set = set()
+    groups: dict = {}  # one group per word of the query: labels of one word are alternatives
     for p in parts:
+        if p.field in ("category", "categories", "tag", "tags") and not getattr(p, "dropped", None):
+            vals = [v for v in (p.value if isinstance(p.value, list) else [p.value]) if isinstance(v, str)]
+            key = (getattr(p, "term", None) or p.matched or "").lower() or f"{p.extractor}:{p.field}:{id(p)}"
+            g = groups.setdefault(key, [])
+            g.extend(v for v in vals if v not in g)
+    pf.label_groups = [g for g in groups.values() if g]
+    for p in parts:
+        if getattr(p, "dropped", None):
+            continue
         f = p.field
         if f == "date_range":
             if "date_range" in seen:
@@ -52,14 +259,142 @@ def merge_parts(org_id, now: datetime, parts: list[FilterPart]) -> Prefilter:
         elif f == "source_types":
             pf.source_types.extend(p.value)
         seen.add(f)
+    if pf.price_min is not None and pf.price_max is not None and pf.price_min > pf.price_max:
+        pf.price_min, pf.price_max = pf.price_max, pf.price_min
     return pf
+
+
+def _plain(val):
+    if isinstance(val, dict):
+        return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in val.items()}
+    return val
 
 
 def describe_parts(parts: list[FilterPart]) -> list[dict]:
     out = []
     for p in parts:
-        val = p.value
-        if isinstance(val, dict):
-            val = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in val.items()}
-        out.append({"field": p.field, "value": val, "extractor": p.extractor, "matched": p.matched})
+        d = {"field": p.field, "value": _plain(p.value), "extractor": p.extractor, "matched": p.matched,
+             "applied": not getattr(p, "dropped", None)}
+        if getattr(p, "dropped", None):
+            d["why_not"] = p.dropped
+        if getattr(p, "coverage", None):
+            d["coverage"] = p.coverage
+        out.append(d)
     return out
+
+
+def explain(parts: list[FilterPart], pf: Prefilter, tz: str | None = None) -> list[str]:
+    """Plain sentences for the admin debug: what restricted the search, and who found it."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(tz) if tz else None
+    lines: list[str] = []
+    labels: dict = {}  # one line per word: its labels are alternatives
+    for p in parts:
+        who = f"({p.extractor}, from '{p.matched}')" if p.matched else f"({p.extractor})"
+        if getattr(p, "dropped", None):
+            lines.append(f"ignored {p.field} {_plain(p.value)!r} {who}: {p.dropped}")
+            continue
+        v = p.value
+        if p.field == "date_range":
+            a, b = v["start"], v["end"]
+            if zone:
+                a, b = a.astimezone(zone), b.astimezone(zone)
+            lines.append(f"events overlapping {a:%a %d %b %H:%M} – {b:%a %d %b %H:%M}"
+                         f"{' (past events included)' if v.get('past') else ''} {who}")
+        elif p.field == "price_max":
+            lines.append(f"products/events priced at most {v:g} {who}")
+        elif p.field == "price_min":
+            lines.append(f"products/events priced at least {v:g} {who}")
+        elif p.field == "in_stock":
+            lines.append(f"products in stock only {who}")
+        elif p.field in ("tag", "tags", "category", "categories"):
+            key = (getattr(p, "term", None) or p.matched or str(id(p))).lower()
+            vals = [x for x in (v if isinstance(v, list) else [v])]
+            if key in labels:
+                labels[key][1].extend(x for x in vals if x not in labels[key][1])
+            else:
+                labels[key] = [len(lines), vals, who]
+                lines.append("")
+        elif p.field in ("city", "venue"):
+            lines.append(f"events in {p.field} {v!r} {who}")
+        elif p.field == "currency":
+            continue
+        else:
+            lines.append(f"{p.field} = {_plain(v)!r} {who}")
+    for pos, vals, who in labels.values():
+        lines[pos] = f"products/events labelled {' or '.join(map(repr, vals))} {who}"
+    if pf.date_start is None and not pf.past:
+        lines.append("no time in the question: events that have not ended yet")
+    return [x for x in lines if x]
+
+
+_CONSTRAINT_FIELDS = ("date_range", "price_min", "price_max", "currency", "in_stock")
+_CONTENT = re.compile(r"[^\W\d_]{3,}|\d+[^\W\d_]+|[A-Z]{2,}-?\d*", re.U)
+_STOPWORDS = frozenset("""
+what whats what's which who whom where when why how is are was were be been being am do does did
+doing have has had having the and for any anything something some there their them they this that
+these those with from into over under about your you our ours can could would should will shall may
+might must please show tell give find get got me my mine let lets let's want wanna need looking look
+on off out all just also only very really much many more most less least its it's it not no yes
+going happening happens
+""".split())
+
+
+def _residual(query: str, parts: list[FilterPart]) -> str:
+    out = query
+    for p in parts:
+        if p.field in _CONSTRAINT_FIELDS and p.matched and not getattr(p, "dropped", None):
+            i = out.lower().find(p.matched.lower())
+            if i >= 0:
+                out = out[:i] + " " + out[i + len(p.matched):]
+    return " ".join(out.split()).strip(" ,;?!.")
+
+
+_GENERIC = frozenset("event events thing things stuff item items product products option options plans "
+                     "happening going fun".split())
+
+
+def has_content(text_: str, generic: bool = False) -> bool:
+    skip = _STOPWORDS | _GENERIC if generic else _STOPWORDS
+    return any(w.lower() not in skip for w in _CONTENT.findall(text_))
+
+
+def constraint_only(query: str, parts: list[FilterPart], pf: Prefilter) -> bool:
+    """"what's on tonight?", "anything under €20 in stock?": the filters say it all, so the
+    documents that pass them are the answer (listed by date), whatever their similarity."""
+    return bool(pf.date_start or pf.price_max is not None or pf.price_min is not None or pf.in_stock
+                or pf.label_groups or pf.city or pf.venue) and not has_content(_residual_labels(query, parts), generic=True)
+
+
+def _residual_labels(query: str, parts: list[FilterPart]) -> str:
+    out = _residual(query, parts)
+    for p in parts:  # labels and places are constraints too, for this question
+        if p.field in ("tag", "tags", "category", "categories", "city", "venue") and p.matched \
+                and not getattr(p, "dropped", None):
+            out = re.sub(re.escape(p.matched), " ", out, flags=re.I)
+    return out
+
+
+def listing_hits(session, pf: Prefilter, k: int = 20) -> list:
+    """The third leg for constraint-only questions: documents passing the pre-filter (events
+    when a date was asked, else products and events), soonest event first."""
+    from kbframework.retrieval.search import Hit, bind
+
+    where, p = pf.sql()
+    p.update(k=k, lroles=("event",) if pf.date_start is not None else tuple(FILTERED_ROLES))
+    rows = session.execute(bind(
+        "SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, d.event_start, d.title FROM chunks c "
+        "JOIN documents d ON d.id = c.document_id WHERE c.organization_id = :org AND d.document_role IN :lroles "
+        f"AND {where} ORDER BY d.id, c.chunk_index) x ORDER BY x.event_start ASC NULLS LAST, x.title LIMIT :k", p),
+        p).all()
+    return [Hit(r[0], str(r[1]), i + 1, 0.0, "listing") for i, r in enumerate(rows)]
+
+
+def search_text(query: str, parts: list[FilterPart]) -> str:
+    """The query the two legs search with: the applied date, price and stock phrases removed
+    (the pre-filter enforces them; left in, "under €30" matches "30 days" in a return policy).
+    Labels, places and everything else stay. When nothing with content is left ("what's on
+    tonight?"), the query is returned whole."""
+    out = _residual(query, parts)
+    return out if has_content(out) else query

@@ -35,7 +35,7 @@ def render_passages(passages: list[dict]) -> str:
 def build_messages(system: str, passages: list[dict], history: list[dict], question: str) -> list[dict]:
     context = render_passages(passages)
     msgs = [{"role": "system", "content": f"{system}\n\nContext passages:\n\n{context}"}]
-    msgs.extend(history)
+    msgs.extend({"role": m["role"], "content": m["content"]} for m in history)  # no extra keys
     msgs.append({"role": "user", "content": question})
     return msgs
 

@@ -52,12 +52,14 @@ Semantics (``now`` local, ``ed`` = its event day, weeks start on Monday)
   "next friday": the Friday of *next* week (Monday-based), cut-off to cut-off.
   "friday after next": the upcoming Friday (today excluded) + 7 days.
   "friday of this/next/last week", "last week's friday", "friday next week": that week's.
+  "until/till/by friday": from now to the end of that Friday event day.
 * "this week": now -> next Monday cut-off. "next week"/"the following week": next week's
   Monday cut-off -> the Monday after. "coming/upcoming week": the next 7 event days from
   now (kind "next_days"); "next 3 days" / "next few days": now -> cut-off of ``ed + N``.
 * "this month": now -> first day of next month at cut-off. "next month": that month,
   cut-off to cut-off. "this/next year" likewise. "beginning/middle/end of <week|month>":
-  Mon-Wed / Wed-Thu / Fri-Sun of the week, days 1-10 / 11-20 / 21-end of the month.
+  Mon-Wed / Wed-Thu / Fri-Sun of the week, days 1-10 / 11-20 / 21-end of the month (for
+  a year the whole year). "3 fridays from now" / "2 thursdays ago": the Nth occurrence.
 * Explicit dates: "April 24", "24 April", "Apr 24th", "the 3rd of March", "March 3rd 2027",
   "3 March 2027", "24/04" (day/month, European; "2/15" is read as m/d only because 15
   cannot be a month), "24.04.2026", "24.04." (the trailing dot is required without a year,
@@ -586,10 +588,35 @@ def _weekday_core_ok(ctx: _Ctx, m: re.Match, group: str = "core") -> bool:
     return not ctx.is_title(s, e_word)
 
 
+_R_COUNT_BEFORE = re.compile(r"\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+$",
+                             _FLAGS)
+_R_COUNT_AFTER = re.compile(r"\s+(?P<dir>from\s+now|later|ago|back|before)(?![\w])", _FLAGS)
+
+
 def _h_weekday(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     if not _abbr_ok(ctx, m) or not _weekday_core_ok(ctx, m):
         return None
     w = _weekday_of(m.group("core"))
+    after = _R_COUNT_AFTER.match(ctx.q, m.end())
+    if after and not m.group("mod"):
+        # "3 fridays from now", "2 thursdays ago": the Nth occurrence, today excluded
+        before = _R_COUNT_BEFORE.search(ctx.q, max(0, m.start() - 12), m.start())
+        raw = before.group(1).lower() if before else "1"
+        n = int(raw) if raw.isdigit() else _NUM_WORDS[raw]
+        if not 1 <= n <= 52:
+            return None
+        ed = ctx.ed
+        if after.group("dir").lower() in ("ago", "back", "before"):
+            back = ((ed.weekday() - w) % 7 or 7) + 7 * (n - 1)
+            c = _mk(m, "past", ctx.day(ed - timedelta(days=back)), past=True, weekdayish=True)
+        else:
+            ahead = ((w - ed.weekday()) % 7 or 7) + 7 * (n - 1)
+            c = _mk(m, "weekday", ctx.day(ed + timedelta(days=ahead)), weekdayish=True)
+        if c is not None:
+            c.start = before.start(1) if before else m.start()
+            c.end = after.end()
+            c.wd = w
+        return c
     c = _weekday_cand(ctx, m, w)
     if c is not None:
         c.wd = w
@@ -609,6 +636,9 @@ def _weekday_cand(ctx: _Ctx, m: re.Match, w: int) -> Optional[_Cand]:
     if mod == "next":
         d = ctx.monday() + timedelta(days=7 + w)
         return _mk(m, "weekday", ctx.day(d), weekdayish=True)
+    if mod in ("until", "till", "by"):
+        # "until friday": from now to the end of that event day
+        return _mk(m, "weekday", (ctx.now, ctx.at(ed + timedelta(days=delta + 1))), weekdayish=True)
     if delta == 0:
         return _mk(m, "weekday", (ctx.now, ctx.at(ed + timedelta(days=1))), weekdayish=True)
     return _mk(m, "weekday", ctx.day(ed + timedelta(days=delta)), weekdayish=True)
@@ -727,7 +757,8 @@ def _h_period(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
             y, mo = _add_months(ctx.ed.year, ctx.ed.month, 1)
             end_d = _valid(y, mo, ctx.ed.day) or date(y, mo, 28)
         else:
-            end_d = _valid(ctx.ed.year + 1, ctx.ed.month, ctx.ed.day) or ctx.ed + timedelta(days=365)
+            end_d = (_valid(ctx.ed.year + 1, ctx.ed.month, ctx.ed.day)
+                     or ctx.ed + timedelta(days=365))
         return _mk(m, "next_days", (ctx.now, ctx.at(end_d)))
     elif mod in ("coming", "upcoming"):
         k, rel = 1, "next"
@@ -783,8 +814,8 @@ def _h_ndays(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     past = m.group("dir").lower() in ("last", "past", "previous")
     if unit == "months":
         y, mo = _add_months(ctx.ed.year, ctx.ed.month, -n if past else n)
-        d = _valid(y, mo, min(ctx.ed.day, 28)) or date(y, mo, 1)
-        d = _valid(y, mo, ctx.ed.day) or d
+        ny, nm = _add_months(y, mo, 1)
+        d = _valid(y, mo, ctx.ed.day) or date(ny, nm, 1) - timedelta(days=1)
     else:
         days = n * (7 if unit == "weeks" else 1)
         d = ctx.ed + timedelta(days=-days if past else days)
@@ -827,18 +858,17 @@ _R_MAY_OK_AFTER = re.compile(
     r"\s*(?:$|[.,!?;:)\]/-]|(?:at|to|till|until|thru|through|and|or|from|for|night|evening"
     r"|morning|afternoon|in|on|party|parties|event|events|concert|show|please)\b|\d|['’])",
     _FLAGS)
-_MAY_STRONG_PRE = frozenset(["in", "during", "until", "till", "til", "since", "throughout",
-                             "through", "early", "mid", "late", "of"])
 
 
-def _may_ok_day_first(ctx: _Ctx, m: re.Match, mon_group: str, day: str, year: Optional[str]) -> bool:
+def _may_ok_day_first(ctx: _Ctx, m: re.Match, mon_group: str, day: str,
+                      year: Optional[str]) -> bool:
     """'4 may' / '4th of may': lower-case 'may' must look like a month."""
     mon = m.group(mon_group)
     if mon != "may":
         return True
     if year or m.group(day + "s") or m.group(day + "w"):
         return True
-    if re.search(r"\bof\s*$", ctx.q[m.start(day + "n") if m.group(day + "n") else m.start():m.start(mon_group)]):
+    if re.search(r"\bof\s*$", ctx.q[m.start():m.start(mon_group)], re.I):
         return True
     return bool(_R_MAY_OK_AFTER.match(ctx.q, m.end(mon_group)))
 
@@ -930,7 +960,8 @@ def _h_md_range(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     d1, d2 = _day_value(m, "a"), _day_value(m, "b")
     if d1 is None or d2 is None:
         return None
-    if not m.group("yb") and m.group("bn") and not m.group("bs") and _is_quantity_after(ctx, m.end()):
+    bare_day = m.group("bn") and not m.group("bs") and not m.group("yb")
+    if bare_day and _is_quantity_after(ctx, m.end()):
         return None
     m1 = _month_value(m.group("mon1"))
     m2 = _month_value(m.group("mon2")) if m.group("mon2") else m1
@@ -966,10 +997,10 @@ _NUM_BLACKLIST = frozenset(["24/7", "9/11", "7/11", "20/20", "50/50", "24/24", "
 _FRACTIONS = frozenset(["1/2", "1/3", "2/3", "1/4", "3/4", "1/5", "2/5", "3/5", "4/5", "1/8",
                         "3/8", "5/8", "7/8", "1/10", "1/6", "5/6", "1/12"])
 _R_NUM_BAD_BEFORE = re.compile(
-    r"(?:[$€£¥]\s*|\d\s+|\b(?:rate|rated|rating|score|scored|ratio|odds|page|pages|pp|p|no|nr|number"
-    r"|v|ver|version|step|chapter|part|size|sizes|episode|ep|season|vol|volume|room|gate|row"
+    r"(?:[$€£¥]\s*|\d\s+|\b(?:rate|rated|rating|score|scored|ratio|odds|page|pages|pp|p|no|nr"
+    r"|number|v|ver|version|step|chapter|part|size|sizes|episode|ep|season|vol|volume|room|gate|row"
     r"|seat|table|track|disc|cd|level|grade|class|order|invoice|ref|reference|id|item|sku|model"
-    r"|art|code|about|approx|approximately|in|a|an|over"
+    r"|art|code|about|approx|approximately|in|a|an|over|cost|costs|price|priced|pay|paid|total"
     r"|under|than|by)\s+)$", _FLAGS)
 _R_NUM_GOOD_BEFORE = re.compile(
     rf"(?:\b(?:on|from|until|till|til|since|before|after|for|the)\s+|\b{_WD}(?![\w])\s*,?\s*)$",
@@ -982,7 +1013,7 @@ _R_NUM_BAD_AFTER = re.compile(
 _NUM = (r"(?P<{n}d>\d{{1,2}})(?P<{n}s>[./]| / )(?P<{n}m>\d{{1,2}})"
         r"(?:(?P={n}s)(?P<{n}y>\d{{4}}|\d{{2}})?)?")
 _R_NUMDATE = re.compile(
-    r"(?<![\w.,/:\-])" + _NUM.format(n="a") + r"(?!\d|[./]\d|[.,]?\d)(?![\w])", _FLAGS)
+    r"(?<![\w.,/:\-])" + _NUM.format(n="a") + r"(?![.,/]?\d)(?![\w])", _FLAGS)
 _R_NUM_RANGE = re.compile(
     r"(?<![\w.,/:\-])(?:(?P<pre>from|between)\s+)?" + _NUM.format(n="a")
     + r"\s*(?:-|–|—|to|till|until|and)\s*" + _NUM.format(n="b") + r"(?!\d|[./]\d)(?![\w])",
@@ -1191,6 +1222,7 @@ _RULES: list[tuple[re.Pattern, Callable[[_Ctx, re.Match], Optional[_Cand]], tupl
     (_R_ORD, _h_ord, _DIGIT),
     (_R_MONTH, _h_month, _MONTH_NEEDLES),
 ]
+
 
 def _align_weekday(ctx: _Ctx, c: _Cand, w: int) -> None:
     """"Fri, Jul 18" / "Friday the 13th" without a year: pick the occurrence on that weekday.
