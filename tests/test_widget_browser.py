@@ -30,7 +30,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parent.parent
 TEST_PAGE = (ROOT / "widget" / "test-page.html").read_text()
-SCREENSHOTS = Path(os.environ.get("KB_SCREENSHOT_DIR") or "")
+SCREENSHOTS = os.environ.get("KB_SCREENSHOT_DIR")  # unset: screenshots go to the test's tmp_path
 
 ANSWER = ("Yes! The **Red Dress Deluxe** costs €39.99 and is in stock [1]. "
           "You can return it within 30 days of delivery [2].")
@@ -166,7 +166,7 @@ def site(world, kb_org):
 
 
 def shot(page, name: str, tmp_path: Path) -> Path:
-    path = (SCREENSHOTS if str(SCREENSHOTS) else tmp_path) / f"widget-{name}.png"
+    path = (Path(SCREENSHOTS) if SCREENSHOTS else tmp_path) / f"widget-{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path))
     return path
