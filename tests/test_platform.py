@@ -140,3 +140,26 @@ def test_scheduler_runs_expiry_and_due_reconciliation(kb_services, kb_admin, kb_
         proc.wait(10)
     kb_drain()
     assert kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()["status"] == "expired"
+
+
+def test_web_start_with_database_down_is_one_clear_line(tmp_path):
+    gunicorn = str(Path(sys.executable).parent / "gunicorn")
+    env = {**os.environ, "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "REDIS_URL": "redis://127.0.0.1:1/0",
+           "KB_DATA_DIR": str(tmp_path)}
+    r = subprocess.run([gunicorn, "-w", "1", "-b", "127.0.0.1:0", "kbframework.wsgi:app"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "kbframework cannot start: The database is not reachable" in r.stderr
+
+
+def test_database_down_during_a_request_is_503(kb_admin, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    from kbframework import documents
+
+    def down(*a, **k):
+        raise OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly"))
+
+    monkeypatch.setattr(documents, "list_documents", down)
+    r = kb_admin.get("/api/admin/v1/documents")
+    assert r.status_code == 503 and r.get_json()["error"]["code"] == "service_unavailable"

@@ -52,6 +52,23 @@ def init_app(app):
             code = "malformed_json"
         return error_response(exc.code or 500, code, message, headers=headers)
 
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from sqlalchemy.exc import OperationalError
+
+    @app.errorhandler(OperationalError)
+    def _db_down(exc):
+        log.error("database unavailable on %s %s: %s", request.method, request.path, exc.orig)
+        return error_response(503, "service_unavailable", "The database is not reachable; please try again shortly.",
+                              headers={"Retry-After": "5"})
+
+    @app.errorhandler(RedisConnectionError)
+    @app.errorhandler(RedisTimeoutError)
+    def _redis_down(exc):
+        log.error("redis unavailable on %s %s: %s", request.method, request.path, exc)
+        return error_response(503, "service_unavailable", "The queue service (Redis) is not reachable; please try "
+                              "again shortly.", headers={"Retry-After": "5"})
+
     @app.errorhandler(Exception)
     def _any(exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.path)
