@@ -7,6 +7,7 @@ Calendar used (2026): Wed 15 April, Fri 17, Sat 18, Sun 19, Mon 20 April.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time as _time
 from datetime import datetime, time, timedelta, timezone
@@ -22,7 +23,8 @@ NY = "America/New_York"
 ZONES = [BEL, NY]
 NOW = "NOW"  # marker: the range starts at the reference instant itself
 
-CORPUS = Path("/work/shared/data/duckling_time_en/duckling_en_time_corpus_subset.json")
+CORPUS = (Path(os.environ.get("KB_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
+          / "data" / "duckling_time_en" / "duckling_en_time_corpus_subset.json")
 
 
 def L(tz: str, y: int, mo: int, d: int, h: int = 0, mi: int = 0) -> datetime:
