@@ -82,8 +82,10 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
                 src = ensure_source(s, o["id"], "manual", "Manual knowledge")
                 ids = []
                 for j, (title, body) in enumerate(docs[i:i + 500]):
+                    # the batched path syncs use: no existing row to look up, one flush per batch
                     d, _ = apply_draft(s, src, DocumentDraft(title=title, normalized_content=body, type="manual",
-                                                             document_role="manual", external_id=f"b{i + j}"))
+                                                             document_role="manual", external_id=f"b{i + j}"),
+                                       doc=None, flush=False)
                     ids.append(str(d.id))
             all_ids += ids
             for k in range(0, len(ids), 100):
@@ -109,7 +111,7 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
 
     # retrieval latency (no LLM) and recall@20 of the vector leg against an exact scan
     from kbframework import registry
-    from kbframework.retrieval.answer import embed_query
+    from kbframework.retrieval.answer import _POOL, _keyword_leg, embed_query
     from kbframework.retrieval.search import (Prefilter, ensure_vector_index, forget_counts, keyword_search,
                                               rrf, vector_search)
 
@@ -127,10 +129,12 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
                 now = datetime.now(timezone.utc)
                 pf = Prefilter(organization_id=str(o["id"]), now=now)
                 t = time.perf_counter()
+                # as the answer pipeline does: the keyword leg in parallel on its own connection
+                kf = _POOL.submit(_keyword_leg, pf, q)
                 qv, _ = embed_query(s, o["id"], q)
                 (dim, vec), = qv.values()
                 vh, plan = vector_search(s, pf, provider.model, dim, vec, k=20)
-                kh, _ = keyword_search(s, pf, q, k=20)
+                kh = kf.result()[0]
                 rrf({"vector": vh, "keyword": kh})
                 lat.append((time.perf_counter() - t) * 1000)
                 plans.add(plan["plan"])

@@ -206,6 +206,9 @@ def queue_ingest(doc_ids: list, force: bool = False, inline: bool = False):
 
         res = ingest_documents(ids, force=force)
         forget_counts()
+        from kbframework.jobs import refresh_statistics
+
+        refresh_statistics(sum(r.chunks for r in res if r.action == "indexed"))
         return res
     from kbframework.queues import enqueue
 

@@ -30,7 +30,36 @@ def ingest_documents_job(document_ids: list[str], force: bool = False) -> dict:
 
     results = ingest_documents(document_ids, force=force)
     forget_counts()
+    refresh_statistics(sum(r.chunks for r in results if r.action == "indexed"))
     return {"results": [r.__dict__ for r in results]}
+
+
+ANALYZE_EVERY_CHUNKS = 3000
+
+
+def refresh_statistics(new_chunks: int) -> bool:
+    """After a bulk load the planner's statistics are stale and the pre-filtered searches pick
+    slow plans until autovacuum catches up; every few thousand new chunks we ANALYZE at once."""
+    if new_chunks <= 0:
+        return False
+    try:
+        from sqlalchemy import text
+
+        from kbframework.db import get_engine
+        from kbframework.queues import get_redis
+
+        r = get_redis()
+        total = r.incrby("kbf:chunks_since_analyze", new_chunks)
+        if total < ANALYZE_EVERY_CHUNKS:
+            return False
+        r.set("kbf:chunks_since_analyze", 0)
+        with get_engine().begin() as conn:
+            conn.execute(text("ANALYZE chunks"))
+            conn.execute(text("ANALYZE documents"))
+        return True
+    except Exception as exc:
+        log.warning("could not refresh planner statistics: %s", exc)
+        return False
 
 
 def sync_source_job(source_id: str, kind: str = "incremental") -> dict:

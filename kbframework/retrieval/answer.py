@@ -364,8 +364,10 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
             qvecs, emb_dbg = embed_query(s, ctx.org.id, text_q)
             lap("embed_query", t0)
             debug["embedding"] = emb_dbg
-            # 6. vector_search ‖ keyword_search
+            # 6. vector_search ‖ keyword_search: the keyword leg runs in parallel on its own
+            #    connection (both legs wait on PostgreSQL, not on Python)
             t0 = time.perf_counter()
+            kw_future = _POOL.submit(_keyword_leg, pf, text_q)
             plans = []
             for model, (dim, vec) in qvecs.items():
                 hits, plan = vector_search(s, pf, model, dim, vec, k=VECTOR_K, floor=ctx.floor)
@@ -378,8 +380,9 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
                     h.rank = i + 1
             lap("vector_search", t0)
             t0 = time.perf_counter()
-            keyword_hits, kw_dbg = keyword_search(s, pf, text_q, k=KEYWORD_K)
-            lap("keyword_search", t0)
+            keyword_hits, kw_dbg, kw_ms = kw_future.result()
+            lap("keyword_search_wait", t0)
+            timings["keyword_search"] = kw_ms
             debug["vector"] = {"plans": plans, "hits": [_hit(h) for h in vector_hits]}
             # zero results are judged per leg: vector hits above the similarity floor, real
             # full-text matches; fused RRF scores are ranks and are never thresholded
@@ -518,6 +521,18 @@ def _jsonable(obj):
     if isinstance(obj, uuid.UUID):
         return str(obj)
     return obj
+
+
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbf-keyword")
+
+
+def _keyword_leg(pf, text_q):
+    t0 = time.perf_counter()
+    with session_scope() as s2:
+        hits, dbg = keyword_search(s2, pf, text_q, k=KEYWORD_K)
+    return hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
 
 
 def _budget_stop(org_id):

@@ -22,7 +22,7 @@ from kbframework.config import get_config
 
 SERVABLE_STATUSES = ("active", "syncing", "error")  # error/syncing keep their last good chunks
 RRF_K = 60
-KEYWORD_CANDIDATES = 1000
+KEYWORD_CANDIDATES = 400
 FILTERED_ROLES = ("product", "event")  # price/category/stock filters describe these roles
 
 
