@@ -272,7 +272,7 @@ def build_cards(passages: list[dict], preset) -> list[dict]:
 def build_sources(passages: list[dict]) -> list[dict]:
     out = []
     for p in passages:
-        snippet = " ".join(p["content"].split())
+        snippet = " ".join(re.sub(r"(?m)^#{1,6}\s+", "", p["content"]).split())  # no markdown heading marks
         out.append({"n": p["n"], "document_id": str(p["document_id"]), "document_title": p["title"],
                     "chunk_id": p["chunk_id"], "source_type": p["stype"], "document_type": p["type"],
                     "document_role": p["document_role"], "source_url": p["source_url"],
