@@ -16,7 +16,7 @@ from kbframework.accounts import as_uuid, ensure_source
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.ingest.chunker import page_label
-from kbframework.knowledge import apply_draft, purge_document
+from kbframework.knowledge import apply_draft
 from kbframework.models import Chunk, Document, Source
 from kbframework.types import DOCUMENT_ROLES
 

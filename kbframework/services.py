@@ -50,7 +50,7 @@ def start_postgres(cfg: Config | None = None) -> str:
     d = pg_dir(cfg)
     d.parent.mkdir(parents=True, exist_ok=True)
     try:
-        srv = pgserver.get_server(str(d), cleanup_mode=None)
+        pgserver.get_server(str(d), cleanup_mode=None)
     except Exception as exc:  # pgserver raises plain exceptions with the server log
         raise ServiceUnavailable(f"Embedded PostgreSQL did not start in {d}: {exc}")
     return pg_url(cfg)

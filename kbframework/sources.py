@@ -10,7 +10,7 @@ from sqlalchemy import select
 from kbframework import registry
 from kbframework.accounts import as_uuid
 from kbframework.errors import NotFound, ValidationFailed
-from kbframework.models import Document, Source
+from kbframework.models import Source
 from kbframework.security import decrypt_json, encrypt_json
 
 

@@ -75,7 +75,7 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
         s.add(run)
         src.status = "syncing"
         s.flush()
-        run_id, org_id = run.id, src.organization_id
+        run_id = run.id
         config, ctx, since = source_config(src), sync_context(s, src), src.watermark
         # No watermark: a first sync, or the field mapping changed (sources.update_source
         # clears it). Then drafts with the stored source timestamp are applied again (§2).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Optional, Protocol
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 DOCUMENT_ROLES = ("product", "event", "article", "support", "manual")
 
@@ -185,3 +185,19 @@ class SyncContext:
     source_id: Optional[str] = None
     log: Callable[[str], None] = lambda msg: None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class NothingToFetch:
+    """Mixin for source types whose documents are made here (notes, uploads): there is no
+    remote system to fetch from or sync with."""
+
+    supports_sync = False
+
+    def fetch_all(self, config, ctx):
+        return iter(())
+
+    def fetch_changed(self, config, since, ctx):
+        return iter(())
+
+    def fetch_one(self, config, external_id, ctx):
+        return None

@@ -13,7 +13,7 @@ from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.hooks.manager import list_plugins
 from kbframework.models import ChatLog, Setting, Source, SyncRun
-from kbframework.security import encrypt_json, decrypt_json, mask
+from kbframework.security import decrypt_json, mask
 from kbframework.web.auth import admin_required, csrf_token
 
 bp = Blueprint("api_admin", __name__, url_prefix="/api/admin/v1")

@@ -29,19 +29,7 @@ from kbframework.web.auth import admin_required
 bp = Blueprint("api_admin_extra", __name__, url_prefix="/api/admin/v1")
 
 
-def org_id():
-    return as_uuid(current_user.organization_id)
-
-
-def body() -> dict:
-    if not request.data:
-        return {}
-    data = request.get_json(silent=True)
-    if data is None:
-        raise KBError("The request body is not valid JSON.", code="malformed_json")
-    if not isinstance(data, dict):
-        raise ValidationFailed("The request body must be a JSON object.")
-    return data
+from kbframework.web.api_admin import body, org_id  # noqa: E402  (one definition of both)
 
 
 def utcnow() -> datetime:

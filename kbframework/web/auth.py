@@ -10,7 +10,7 @@ import secrets
 from dataclasses import dataclass
 from functools import wraps
 
-from flask import (Blueprint, abort, current_app, g, redirect, render_template_string, request,
+from flask import (Blueprint, current_app, redirect, render_template_string, request,
                    session, url_for)
 from flask_login import UserMixin, current_user, login_required, login_user, logout_user
 

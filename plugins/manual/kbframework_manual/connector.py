@@ -7,7 +7,7 @@ import bleach
 from marshmallow import ValidationError
 
 from kbframework.errors import ValidationFailed
-from kbframework.types import DocumentDraft
+from kbframework.types import DocumentDraft, NothingToFetch
 from kbframework_manual.schema import ManualConfig, ManualInput
 
 
@@ -20,13 +20,12 @@ def clean_markdown(body: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
-class ManualConnector:
+class ManualConnector(NothingToFetch):
     name = "manual"
     label = "Manual knowledge"
     config_schema = ManualConfig
     input_schema = ManualInput
     secret_fields: tuple = ()
-    supports_sync = False
 
     def draft_from_input(self, data: dict) -> DocumentDraft:
         try:
@@ -41,15 +40,6 @@ class ManualConnector:
                              event_end=v["event_end"], venue=v["venue"], city=v["city"],
                              source_url=v["source_url"], primary_image_url=v["image_url"],
                              metadata=v["metadata"])
-
-    def fetch_all(self, config, ctx):
-        return iter(())
-
-    def fetch_changed(self, config, since, ctx):
-        return iter(())
-
-    def fetch_one(self, config, external_id, ctx):
-        return None
 
     def normalize(self, record, config, ctx):
         return self.draft_from_input(record.payload)

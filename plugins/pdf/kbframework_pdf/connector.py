@@ -14,7 +14,7 @@ from marshmallow import Schema
 
 from kbframework.config import get_config
 from kbframework.errors import KBError, ValidationFailed
-from kbframework.types import DocumentDraft
+from kbframework.types import DocumentDraft, NothingToFetch
 
 from kbframework_pdf.extract import PdfError, check_pdf_bytes, extract_pdf
 
@@ -62,21 +62,11 @@ def draft_from_file(path: Path, title: str | None, role: str = "support", extern
                   "removed_lines": ex.removed_lines[:20]})
 
 
-class PdfConnector:
+class PdfConnector(NothingToFetch):
     name = "pdf"
     label = "PDF documents"
     config_schema = PdfConfig
     secret_fields: tuple = ()
-    supports_sync = False
-
-    def fetch_all(self, config, ctx):
-        return iter(())
-
-    def fetch_changed(self, config, since, ctx):
-        return iter(())
-
-    def fetch_one(self, config, external_id, ctx):
-        return None
 
     def normalize(self, record, config, ctx):
         p = record.payload
