@@ -206,9 +206,41 @@ def chunk_text(segments: list[Segment] | str, title: str = "",
         meta = {}
         if pages:
             meta["page_start"], meta["page_end"] = min(pages), max(pages)
+            if meta["page_start"] != meta["page_end"]:
+                meta["page_offsets"] = _page_offsets(g, text)
         chunks.append(ChunkDraft(index=i, content=text, token_count=n, heading=heading,
                                  metadata=meta))
     return chunks
+
+
+def _page_offsets(units: list[_Unit], text: str) -> list[list[int]]:
+    """[[page, char offset in the chunk], …] where each page's text starts, so a citation can
+    name the page a passage is on rather than the chunk's whole range."""
+    out: list[list[int]] = []
+    pos = 0
+    for u in units:
+        i = text.find(u.text, pos)
+        if i < 0:
+            continue
+        if u.page is not None and (not out or out[-1][0] != u.page):
+            out.append([u.page, i])
+        pos = i + len(u.text)
+    return out
+
+
+def best_page(meta: dict, content: str, terms: set[str]) -> int | None:
+    """The page of a multi-page chunk whose text shares most words with ``terms``."""
+    offs = meta.get("page_offsets") or []
+    if len(offs) < 2 or not terms:
+        return None
+    best, score = None, 0
+    for i, (page, start) in enumerate(offs):
+        end = offs[i + 1][1] if i + 1 < len(offs) else len(content)
+        words = {w.lower().strip(".,;:!?()\"'") for w in content[start:end].split()}
+        n = len(words & terms)
+        if n > score:
+            best, score = page, n
+    return best
 
 
 def page_label(meta: dict) -> str | None:

@@ -269,14 +269,29 @@ def build_cards(passages: list[dict], preset) -> list[dict]:
     return cards
 
 
-def build_sources(passages: list[dict]) -> list[dict]:
+def build_sources(passages: list[dict], question: str = "") -> list[dict]:
+    """The sources list. A passage that spans pages cites the page its best-matching text is
+    on ("page 12"), and keeps the whole range in ``page_range``."""
+    from kbframework.ingest.chunker import best_page
+    from kbframework.providers.extractive import _terms
+
+    terms = _terms(question)
     out = []
     for p in passages:
-        snippet = " ".join(re.sub(r"(?m)^#{1,6}\s+", "", p["content"]).split())  # no markdown heading marks
+        meta = p["metadata"] or {}
+        content = re.sub(r"(?m)^#{1,6}\s+", "", p["content"])  # no markdown heading marks
+        pages = page_label(meta)
+        page = best_page(meta, p["content"], terms)
+        start = 0
+        if page is not None:
+            pages = f"page {page}"
+            start = next((off for pg, off in meta["page_offsets"] if pg == page), 0)
+            content = re.sub(r"(?m)^#{1,6}\s+", "", p["content"][start:])
+        snippet = " ".join(content.split())
         out.append({"n": p["n"], "document_id": str(p["document_id"]), "document_title": p["title"],
                     "chunk_id": p["chunk_id"], "source_type": p["stype"], "document_type": p["type"],
                     "document_role": p["document_role"], "source_url": p["source_url"],
-                    "external_id": p["external_id"], "pages": page_label(p["metadata"] or {}),
+                    "external_id": p["external_id"], "pages": pages, "page_range": page_label(meta),
                     "snippet": snippet[:280] + ("…" if len(snippet) > 280 else "")})
     return out
 
@@ -429,7 +444,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
             res, llm_dbg = call_llm(ctx, messages, question, views, on_token)
             lap("call_llm", t0)
             debug["llm"] = llm_dbg
-            sources = build_sources(passages)
+            sources = build_sources(passages, question)
             if res is None and llm_dbg.get("budget_exceeded"):
                 from kbframework.budget import EXCEEDED_TEXT
 
@@ -492,7 +507,7 @@ def _fallback(s, ctx: OrgContext, pf: Prefilter, query: str, reason: str, debug:
         if passages:
             alternatives = {"label": "No exact matches — here are some alternatives",
                             "cards": build_cards(passages, ctx.preset),
-                            "sources": build_sources(passages)}
+                            "sources": build_sources(passages, query)}
             debug["alternatives"] = {"without_filters": True, "count": len(passages)}
     return {"answer": ctx.fallback_text, "cards": [], "sources": [], "model": None, "tokens": (0, 0),
             "zero_result": True, "reason": reason, "alternatives": alternatives}
