@@ -42,6 +42,38 @@ def init_engine(url: str, *, pool_size: int = 10) -> Engine:
         return _engine
 
 
+_fast: Engine | None = None
+
+
+def get_autocommit_engine() -> Engine:
+    """A second, small pool for hot single-statement paths (webhook receipts): connections
+    stay in autocommit mode and are not pinged on checkout, which saves two round trips per
+    request. Callers retry once on a dropped connection (``run_autocommit``)."""
+    global _fast
+    if _fast is None:
+        get_engine()
+        with _lock:
+            if _fast is None:
+                _fast = create_engine(_url, pool_size=10, max_overflow=20, pool_pre_ping=False,
+                                      isolation_level="AUTOCOMMIT", future=True)
+    return _fast
+
+
+def run_autocommit(sql: str, params: dict):
+    """Run one query string (PostgreSQL runs it as one implicit transaction); retried once
+    when the pooled connection turns out to be dead."""
+    from sqlalchemy.exc import DBAPIError
+
+    for attempt in (1, 2):
+        try:
+            with get_autocommit_engine().connect() as conn:
+                res = conn.exec_driver_sql(sql, params)
+                return res.first() if res.returns_rows else None
+        except DBAPIError as exc:
+            if attempt == 2 or not exc.connection_invalidated:
+                raise
+
+
 def get_engine() -> Engine:
     if _engine is None:
         from kbframework.services import ensure_services
@@ -79,8 +111,10 @@ def check_database() -> None:
 
 
 def dispose() -> None:
-    global _engine, _factory, _url
+    global _engine, _factory, _url, _fast
     with _lock:
         if _engine is not None:
             _engine.dispose()
-        _engine = _factory = _url = None
+        if _fast is not None:
+            _fast.dispose()
+        _engine = _factory = _url = _fast = None

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from kbframework import registry
 from kbframework.accounts import as_uuid
-from kbframework.db import get_engine
+from kbframework.db import get_engine, run_autocommit
 from kbframework.errors import KBError, NotFound
 from kbframework.models import Source, WebhookEvent
 from kbframework.security import decrypt_json
@@ -111,12 +111,6 @@ def _source(sid):
     return row
 
 
-def _autocommit():
-    """A connection without client-side BEGIN/COMMIT round trips: ``_DELIVERY_SQL`` is one
-    query string, which PostgreSQL runs as one implicit transaction (all or nothing)."""
-    return get_engine().connect().execution_options(isolation_level="AUTOCOMMIT")
-
-
 def _reject(org_id, sid, verdict) -> None:
     with get_engine().begin() as conn:
         conn.execute(_EVENTS.insert().values(organization_id=org_id, source_id=sid, delivery_id=None,
@@ -146,17 +140,16 @@ def receive(type_, source_id):
     times = {"sid": str(sid), "now": now, "cutoff": now - timedelta(seconds=1)}
     kind = verdict.get("kind") or "item"
     if kind == "ping":
-        with _autocommit() as conn:
-            conn.exec_driver_sql(_TOUCH_SQL, times)
+        run_autocommit(_TOUCH_SQL, times)
         return {"ok": True, "ping": True}
     outcome = "source_disabled" if status == "disabled" else "queued" if kind == "item" else "ignored"
     modified = verdict.get("source_modified_at")
-    with _autocommit() as conn:  # the statements of one query string form one transaction
-        event_id, outcome, _ = conn.exec_driver_sql(_DELIVERY_SQL, {
-            **times, "org": str(org_id), "did": verdict.get("delivery_id"), "topic": verdict.get("topic") or None,
-            "ext": verdict.get("external_id"), "outcome": outcome, "mod": modified,
-            "check": bool(modified is not None and outcome == "queued" and verdict.get("external_id")),
-            "detail": verdict.get("reason") if kind != "item" else None}).first()
+    # the statements of one query string form one transaction
+    event_id, outcome, _ = run_autocommit(_DELIVERY_SQL, {
+        **times, "org": str(org_id), "did": verdict.get("delivery_id"), "topic": verdict.get("topic") or None,
+        "ext": verdict.get("external_id"), "outcome": outcome, "mod": modified,
+        "check": bool(modified is not None and outcome == "queued" and verdict.get("external_id")),
+        "detail": verdict.get("reason") if kind != "item" else None})
     if event_id is None:
         return {"ok": True, "duplicate": True}
     if status == "disabled":
