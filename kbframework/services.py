@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 import subprocess
 import time
 from pathlib import Path
 
 from kbframework.config import Config, get_config
+
+# pgserver asks platformdirs for a runtime dir; without XDG_RUNTIME_DIR that is only noise
+warnings.filterwarnings("ignore", module="platformdirs")
 from kbframework.errors import ServiceUnavailable
 
 
@@ -42,9 +46,6 @@ def _redis_bin() -> Path:
 def start_postgres(cfg: Config | None = None) -> str:
     """Start (or reuse) the embedded server; return a SQLAlchemy URL for it."""
     cfg = cfg or get_config()
-    import warnings
-
-    warnings.filterwarnings("ignore", module="platformdirs")
     import pgserver
 
     d = pg_dir(cfg)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from datetime import timedelta
 
 from flask import Flask
@@ -19,7 +20,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         SECRET_KEY=cfg.secret("flask_secret_key", "KB_SECRET_KEY"),
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
-        SESSION_COOKIE_SECURE=cfg.extra.get("secure_cookies", False),
+        SESSION_COOKIE_SECURE=os.environ.get("KB_SECURE_COOKIES") == "1",  # set behind HTTPS
         PERMANENT_SESSION_LIFETIME=timedelta(days=cfg.session_days),
         MAX_CONTENT_LENGTH=cfg.upload_max_bytes + 1024 * 1024,
         JSON_SORT_KEYS=False,
