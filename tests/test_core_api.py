@@ -233,3 +233,17 @@ def test_editing_a_manual_event_keeps_its_event_fields(kb_admin):
     assert d["event_start"].startswith("2030-05-01T20:00")
     full = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()
     assert full["metadata"]["ticket_url"] == "https://tickets.example/summer"
+
+
+def test_expired_session_is_a_clear_401(kb_admin):
+    from datetime import datetime, timedelta, timezone
+
+    from kbframework.models import UserSession
+
+    assert kb_admin.get("/api/admin/v1/me").status_code == 200
+    with session_scope() as s:
+        s.execute(UserSession.__table__.update().values(expires_at=datetime.now(timezone.utc) - timedelta(minutes=1)))
+    r = kb_admin.get("/api/admin/v1/me")
+    assert r.status_code == 401 and "expired" in r.get_json()["error"]["message"]
+    page = kb_admin.get("/admin/")
+    assert page.status_code == 302 and "/login" in page.headers["Location"]
