@@ -12,8 +12,40 @@ from kbframework.hooks.manager import call_per_plugin, collect_named, get_plugin
 
 
 def clear_caches() -> None:
-    for fn in (source_types, presets, embedding_providers, llm_providers):
+    for fn in (source_types, presets, embedding_providers, llm_providers, field_mappers):
         fn.cache_clear()
+
+
+@functools.lru_cache(maxsize=1)
+def field_mappers() -> dict:
+    """{name: reader(payload, path)} from every ``kb_field_mappers``; a name claimed twice is
+    a StartupError naming both plugins. Connectors resolve mapping paths written
+    ``name:rest`` with the reader registered under ``name`` (see ``read_mapped_path``)."""
+    pm = get_plugin_manager()
+    out: dict = {}
+    owners: dict = {}
+    for plugin, readers in call_per_plugin(pm, "kb_field_mappers"):
+        for name, fn in (readers or {}).items():
+            if name in out:
+                raise StartupError(f"Two plugins claim the field mapper '{name}': '{owners[name]}' and "
+                                   f"'{plugin}'.", code="duplicate_field_mapper")
+            out[name], owners[name] = fn, plugin
+    return out
+
+
+_NO_READER = object()
+
+
+def read_mapped_path(payload: dict, path: str):
+    """A ``name:rest`` mapping path read by the plugin reader ``name``; ``_NO_READER`` when the
+    path has no such prefix (the connector then reads it itself)."""
+    name, sep, rest = path.partition(":")
+    if not sep or not name.isidentifier():
+        return _NO_READER
+    reader = field_mappers().get(name)
+    if reader is None:
+        return _NO_READER
+    return reader(payload, rest)
 
 
 @functools.lru_cache(maxsize=1)

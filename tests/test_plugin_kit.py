@@ -255,6 +255,38 @@ def test_kb_field_mappers_is_declared_and_collected(kb_register_plugin):
         pm.register(Typo(), name="kit-typo")
 
 
+def test_kb_field_mappers_read_wordpress_mapping_paths(kb_register_plugin):
+    """A mapping path written ``name:rest`` is read by the plugin's reader (here in the
+    WordPress connector's field mapping)."""
+    from kbframework import registry
+    from kbframework.errors import StartupError
+    from kbframework_wordpress.mapping import build_draft, effective_mapping
+
+    class Mappers:
+        @hookimpl
+        def kb_field_mappers(self):
+            return {"shout": lambda payload, path: str(
+                (payload.get(path.split(".")[0]) or {}).get("rendered", "")).upper() + "!"}
+
+    kb_register_plugin(Mappers(), "kit-shout")
+    post = {"id": 7, "status": "publish", "title": {"rendered": "Jazz night"},
+            "content": {"rendered": "<p>Live quartet.</p>"}, "link": "https://x.example/jazz",
+            "modified_gmt": "2026-11-01T10:00:00", "type": "post"}
+    mapping = effective_mapping("post", {"text": ["shout:title", "content.rendered"]})
+    draft = build_draft(post, mapping, "UTC")
+    assert "JAZZ NIGHT!" in draft.normalized_content and "Live quartet." in draft.normalized_content
+
+    class Clash:
+        @hookimpl
+        def kb_field_mappers(self):
+            return {"shout": lambda payload, path: None}
+
+    kb_register_plugin(Clash(), "kit-clash")
+    with pytest.raises(StartupError) as exc:
+        registry.field_mappers()
+    assert "kit-shout" in exc.value.message and "kit-clash" in exc.value.message
+
+
 def test_kb_extract_filters_merged_and_a_raising_extractor_is_reported(kb_register_plugin, kb_admin):
     class Extractor:
         @hookimpl
