@@ -48,7 +48,7 @@ import requests
 
 from kbframework.errors import ConnectorAuthError, KBError, SourceUnavailable
 from kbframework.types import DocumentDraft, RawRecord, SyncContext
-from kbframework_woocommerce.normalize import product_to_draft
+from kbframework_woocommerce.normalize import parse_gmt, product_to_draft
 from kbframework_woocommerce.schema import SECRET_FIELDS, WooCommerceConfig
 from kbframework_woocommerce.webhooks import classify_delivery, verify_signature
 
@@ -63,18 +63,6 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 520, 521, 522, 523, 524})
 WEBHOOK_TOPICS = ("product.created", "product.updated", "product.deleted", "product.restored")
 
 _sleep = time.sleep  # tests replace it to record the waits
-
-
-def _parse_gmt(value: Any) -> Optional[datetime]:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
 
 
 def retry_after_seconds(value: Optional[str]) -> Optional[float]:
@@ -277,8 +265,8 @@ def wants_variations(product: dict) -> bool:
 def to_record(product: dict, variations: Optional[list[dict]]) -> RawRecord:
     """The record's timestamp is the newest of the product's and its variations' (never older
     than the draft's, which only counts enabled variations: ``record_timestamps``)."""
-    stamps = [_parse_gmt(product.get("date_modified_gmt")) or _parse_gmt(product.get("date_modified"))]
-    stamps += [_parse_gmt(v.get("date_modified_gmt")) for v in variations or () if isinstance(v, dict)]
+    stamps = [parse_gmt(product.get("date_modified_gmt")) or parse_gmt(product.get("date_modified"))]
+    stamps += [parse_gmt(v.get("date_modified_gmt")) for v in variations or () if isinstance(v, dict)]
     stamps = [t for t in stamps if t is not None]
     return RawRecord(external_id=str(product.get("id")), kind="product",
                      payload={"product": product, "variations": variations},
@@ -293,7 +281,7 @@ def _held(product: dict, ctx: Optional[SyncContext]) -> bool:
     if ctx is None or ctx.extra.get("reapply"):
         return False
     held = (ctx.extra.get("known_modified") or {}).get(str(product.get("id")))
-    modified = _parse_gmt(product.get("date_modified_gmt"))
+    modified = parse_gmt(product.get("date_modified_gmt"))
     return held is not None and modified is not None and modified <= held
 
 

@@ -344,7 +344,8 @@ def _num(value: Any) -> Optional[float]:
         return None
 
 
-def _parse_gmt(value: Any) -> Optional[datetime]:
+def parse_gmt(value: Any) -> Optional[datetime]:
+    """A WooCommerce GMT timestamp (or a datetime) as an aware UTC datetime; None if unreadable."""
     if not value:
         return None
     if isinstance(value, datetime):
@@ -371,7 +372,7 @@ def _parse_date(value: Any) -> Optional[datetime]:
         return datetime.strptime(text, "%Y%m%d").replace(tzinfo=timezone.utc)
     if re.fullmatch(r"\d{9,11}", text):
         return datetime.fromtimestamp(int(text), tz=timezone.utc)
-    return _parse_gmt(text.replace(" ", "T", 1) if re.match(r"\d{4}-\d{2}-\d{2} ", text) else text)
+    return parse_gmt(text.replace(" ", "T", 1) if re.match(r"\d{4}-\d{2}-\d{2} ", text) else text)
 
 
 def _price_html_amounts(price_html: str) -> list[float]:
@@ -689,9 +690,9 @@ def product_to_draft(product: dict, variations: Optional[list[dict]], mapping: O
             if value not in (None, ""):
                 draft_columns[column] = _plain(value) if column in ("venue", "city") else str(value)
 
-    modified = _parse_gmt(product.get("date_modified_gmt")) or _parse_gmt(product.get("date_modified"))
+    modified = parse_gmt(product.get("date_modified_gmt")) or parse_gmt(product.get("date_modified"))
     for v in enabled:
-        v_modified = _parse_gmt(v.get("date_modified_gmt"))
+        v_modified = parse_gmt(v.get("date_modified_gmt"))
         if v_modified and (modified is None or v_modified > modified):
             modified = v_modified
 

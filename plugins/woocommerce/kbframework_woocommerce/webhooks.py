@@ -27,8 +27,9 @@ import hashlib
 import hmac
 import json
 import re
-from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional, Union
+
+from kbframework_woocommerce.normalize import parse_gmt
 
 HeadersLike = Union[Mapping[str, Any], Iterable[tuple[str, Any]]]
 
@@ -68,18 +69,6 @@ def _header_getter(headers: Optional[HeadersLike]):
         return str(value).strip() if value is not None else None
 
     return getter
-
-
-def _parse_gmt(value: Any) -> Optional[datetime]:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
 
 
 def _int(value: Any) -> Optional[int]:
@@ -151,5 +140,5 @@ def classify_delivery(headers: Optional[HeadersLike], raw_body: Union[bytes, str
     result["is_variation"] = bool(is_variation)
     result["parent_id"] = parent_id if (parent_id and is_variation) else None
     result["status"] = payload.get("status") if isinstance(payload.get("status"), str) else None
-    result["date_modified_gmt"] = _parse_gmt(payload.get("date_modified_gmt"))
+    result["date_modified_gmt"] = parse_gmt(payload.get("date_modified_gmt"))
     return result
