@@ -635,3 +635,33 @@ def safe_get(
     """
     with SafeSession(allow_private=allow_private, max_bytes=max_bytes, timeout=timeout) as session:
         return session.get(url, params=params, headers=headers, auth=auth)
+
+
+class PerThreadSessions:
+    """One SafeSession per thread (a requests session is not safe to share between the
+    threads of a concurrent crawl), made by ``factory`` on first use and closed together."""
+
+    def __init__(self, factory):
+        import threading
+
+        self._factory = factory
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._sessions: list[SafeSession] = []
+
+    def get(self) -> SafeSession:
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = self._local.session = self._factory()
+            with self._lock:
+                self._sessions.append(s)
+        return s
+
+    def close(self) -> None:
+        import threading
+
+        with self._lock:
+            for s in self._sessions:
+                s.close()
+            self._sessions.clear()
+        self._local = threading.local()

@@ -22,7 +22,6 @@ counts as "seen", so it is not purged). ``external_id`` = the sitemap ``<loc>``;
 from __future__ import annotations
 
 import re
-import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -32,7 +31,7 @@ from typing import Iterator, Optional
 import requests
 
 from kbframework.errors import KBError, SourceUnavailable
-from kbframework.net import BlockedAddress, ResponseTooLarge, SafeSession
+from kbframework.net import BlockedAddress, PerThreadSessions, ResponseTooLarge, SafeSession
 from kbframework.text.html import main_content
 from kbframework.types import DocumentDraft, RawRecord, SyncContext
 from kbframework_sitemap.schema import SitemapConfig
@@ -59,27 +58,20 @@ class Crawler:
         t = float(config.get("timeout_seconds") or 15)
         self.timeout = (min(5.0, t), t)
         self.max_page_bytes = int(config.get("max_page_bytes") or 3_000_000)
-        self._local = threading.local()
-        self._sessions: list[SafeSession] = []
-        self._lock = threading.Lock()
+        self._sessions = PerThreadSessions(self._new_session)
         self.stats = {"sitemaps": 0, "pages": 0, "skipped": 0, "failed": 0}
 
-    def session(self) -> SafeSession:
-        s = getattr(self._local, "session", None)
-        if s is None:
-            s = SafeSession(allow_private=self.ctx.allow_private_network, max_bytes=self.max_page_bytes,
-                            timeout=self.timeout, total_timeout=self.timeout[1] * 2)
-            s.headers["Accept"] = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.5"
-            self._local.session = s
-            with self._lock:
-                self._sessions.append(s)
+    def _new_session(self) -> SafeSession:
+        s = SafeSession(allow_private=self.ctx.allow_private_network, max_bytes=self.max_page_bytes,
+                        timeout=self.timeout, total_timeout=self.timeout[1] * 2)
+        s.headers["Accept"] = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.5"
         return s
 
+    def session(self) -> SafeSession:
+        return self._sessions.get()
+
     def close(self) -> None:
-        with self._lock:
-            for s in self._sessions:
-                s.close()
-            self._sessions.clear()
+        self._sessions.close()
 
     # ------------------------------------------------------------------ sitemaps
 

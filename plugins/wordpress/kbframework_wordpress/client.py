@@ -22,7 +22,7 @@ from typing import Iterator, Optional
 import requests
 
 from kbframework.errors import ConnectorAuthError, KBError, SourceUnavailable
-from kbframework.net import BlockedAddress, ResponseTooLarge, SafeSession
+from kbframework.net import BlockedAddress, PerThreadSessions, ResponseTooLarge, SafeSession
 from kbframework_wordpress.schema import effective_auth
 
 MAX_RESPONSE_BYTES = 50_000_000
@@ -45,36 +45,29 @@ class WPClient:
         self.timeout = (min(10.0, t), t)
         self.auth_kind = effective_auth(config)
         self.rest_mode: Optional[str] = None  # "pretty" (/wp-json) | "query" (?rest_route=)
-        self._local = threading.local()
-        self._sessions: list[SafeSession] = []
+        self._sessions = PerThreadSessions(self._new_session)
         self._lock = threading.Lock()
         self._taxonomies: Optional[dict] = None
         self._terms: dict[str, dict[int, Optional[str]]] = {}
 
     # ------------------------------------------------------------------ plumbing
 
-    def session(self) -> SafeSession:
-        s = getattr(self._local, "session", None)
-        if s is None:
-            s = SafeSession(allow_private=self.allow_private, max_bytes=MAX_RESPONSE_BYTES,
-                            timeout=self.timeout, total_timeout=max(60.0, self.timeout[1] * 4))
-            s.headers["Accept"] = "application/json"
-            if self.auth_kind == "application_password":
-                s.auth = (str(self.config.get("username") or ""),
-                          str(self.config.get("app_password") or "").replace(" ", ""))
-            elif self.auth_kind == "bearer":
-                s.headers["Authorization"] = f"Bearer {self.config.get('bearer_token')}"
-            self._local.session = s
-            with self._lock:
-                self._sessions.append(s)
+    def _new_session(self) -> SafeSession:
+        s = SafeSession(allow_private=self.allow_private, max_bytes=MAX_RESPONSE_BYTES,
+                        timeout=self.timeout, total_timeout=max(60.0, self.timeout[1] * 4))
+        s.headers["Accept"] = "application/json"
+        if self.auth_kind == "application_password":
+            s.auth = (str(self.config.get("username") or ""),
+                      str(self.config.get("app_password") or "").replace(" ", ""))
+        elif self.auth_kind == "bearer":
+            s.headers["Authorization"] = f"Bearer {self.config.get('bearer_token')}"
         return s
 
+    def session(self) -> SafeSession:
+        return self._sessions.get()
+
     def close(self) -> None:
-        with self._lock:
-            for s in self._sessions:
-                s.close()
-            self._sessions.clear()
-        self._local = threading.local()
+        self._sessions.close()
 
     def _url(self, route: str, params: dict, mode: str) -> tuple[str, dict]:
         if mode == "query":
