@@ -86,8 +86,18 @@ def _warn_once(org_id, label, st) -> None:
         pass
 
 
+def _budget(org_id) -> dict:
+    """The organization's budget settings: one settings read, so organizations without a
+    budget never pay for summing the month's ledger on the answer path."""
+    with session_scope() as s:
+        return budget_settings(s, org_id)
+
+
 def blocked(org_id) -> dict | None:
-    """The status when the hard stop applies, else None."""
+    """The status when the hard stop applies, else None (checking also logs the 80 % warning)."""
+    b = _budget(org_id)
+    if not (b["monthly_tokens"] or b["monthly_usd"]):
+        return None
     st = status(org_id)
     if st["state"] == "exceeded" and st["budget"]["hard_stop"]:
         return st
@@ -101,12 +111,12 @@ def spending(org_id, purpose: str = "completion"):
     the calls already in flight stay under the limit, so concurrent requests overshoot the
     hard limit by at most one request. The reservation is released after the ledger row is
     written (inside the ``with``)."""
+    b = _budget(org_id)
+    if not (b["hard_stop"] and (b["monthly_tokens"] or b["monthly_usd"])):
+        yield None
+        return
     st = status(org_id)
     b = st["budget"]
-    limited = b["hard_stop"] and (b["monthly_tokens"] or b["monthly_usd"])
-    if not limited:
-        yield st
-        return
     from kbframework.queues import get_redis
 
     est_tokens, est_usd = _average_call(org_id, purpose, st)
