@@ -19,9 +19,9 @@ from marshmallow import validate as mvalidate
 from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
-from kbframework import documents as docs
-from kbframework import registry
-from kbframework.accounts import as_uuid
+from kbframework.sources import documents as docs
+from kbframework.hooks import registry
+from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import (ChatLog, Chunk, Document, Organization, Setting, Source, SyncRun)
@@ -270,7 +270,7 @@ MAPPING_HELP = {
 
 
 def extra_source_types() -> list[dict]:
-    from kbframework.sources import describe_source_types
+    from kbframework.sources.config import describe_source_types
 
     if "source_types" not in g:
         g.source_types = describe_source_types()
@@ -406,7 +406,7 @@ def source_new(type_):
         cfg, errors = config_from_form(fields, request.form, editing=False)
         values = {**values, **{k: request.form.get(f"cfg_{k}", "") for k in values}}
         if not errors:
-            from kbframework.sources import create_source
+            from kbframework.sources.config import create_source
 
             try:
                 with session_scope() as s:
@@ -461,7 +461,7 @@ def _field_errors(exc: KBError) -> dict:
 @bp.route("/sources/<source_id>", methods=["GET", "POST"])
 @login_required
 def source_detail(source_id):
-    from kbframework.sources import get_source, update_source
+    from kbframework.sources.config import get_source, update_source
     from kbframework.web.api_admin import source_to_dict
 
     errors: dict = {}
@@ -518,8 +518,8 @@ def source_detail(source_id):
 @bp.post("/sources/<source_id>/sync")
 @admin_required
 def source_sync(source_id):
-    from kbframework.queues import enqueue
-    from kbframework.sources import get_source
+    from kbframework.jobs.queues import enqueue
+    from kbframework.sources.config import get_source
 
     kind = request.form.get("kind", "incremental")
     if kind not in ("full", "incremental"):
@@ -532,7 +532,7 @@ def source_sync(source_id):
         if not getattr(connector, "supports_sync", True):
             raise ValidationFailed(f"{getattr(connector, 'label', src.type)} has nothing to sync.")
         name = src.name
-    enqueue("sync", "kbframework.jobs.sync_source_job", str(source_id), kind)
+    enqueue("sync", "kbframework.jobs.tasks.sync_source_job", str(source_id), kind)
     flash(f"{'Full' if kind == 'full' else 'Incremental'} sync of “{name}” queued; refresh in a moment "
           f"to see it in the history.", "ok")
     return back("admin.source_detail", source_id=source_id)
@@ -541,7 +541,7 @@ def source_sync(source_id):
 @bp.post("/sources/<source_id>/status")
 @admin_required
 def source_status(source_id):
-    from kbframework.sources import update_source
+    from kbframework.sources.config import update_source
 
     status = request.form.get("status")
     with session_scope() as s:
@@ -554,7 +554,7 @@ def source_status(source_id):
 @bp.post("/sources/<source_id>/delete")
 @admin_required
 def source_delete(source_id):
-    from kbframework.sources import get_source
+    from kbframework.sources.config import get_source
 
     with session_scope() as s:
         src = get_source(s, org(), source_id)
@@ -598,7 +598,7 @@ def documents():
     per_page = _int_arg("per_page", 25, 1, 200)
     with session_scope() as s:
         if f["source_id"]:
-            from kbframework.sources import get_source
+            from kbframework.sources.config import get_source
 
             get_source(s, org(), f["source_id"])  # another organization's source → 404
         result = docs.list_documents(s, org(), q=f["q"] or None, source_id=f["source_id"] or None,
@@ -1017,7 +1017,7 @@ GRACE_CHOICES = (("1h", "1 hour"), ("24h", "24 hours"), ("7d", "7 days"), ("30d"
 @bp.get("/keys")
 @login_required
 def keys():
-    from kbframework import keys as keys_mod
+    from kbframework.orgs import keys as keys_mod
 
     with session_scope() as s:
         items = [extra.key_view(k, request.host_url) for k in keys_mod.list_keys(s, org())]
@@ -1146,9 +1146,9 @@ def settings():
                     flash(exc.message, "error")
                 else:
                     if reindex:
-                        from kbframework.queues import enqueue
+                        from kbframework.jobs.queues import enqueue
 
-                        enqueue("reindex", "kbframework.jobs.reindex_job", str(org()), "all")
+                        enqueue("reindex", "kbframework.jobs.tasks.reindex_job", str(org()), "all")
                     flash("Settings saved. The next answer uses them.", "ok")
                     return redirect(url_for("admin.settings"))
             else:

@@ -57,12 +57,12 @@ def rss_peak_mb(pid: int) -> float:
 def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict:
     from sqlalchemy import func, select, text
 
-    from kbframework.accounts import create_org, ensure_source
+    from kbframework.orgs.accounts import create_org, ensure_source
     from kbframework.db import session_scope
-    from kbframework.keys import create_key
-    from kbframework.knowledge import apply_draft
+    from kbframework.orgs.keys import create_key
+    from kbframework.sources.apply import apply_draft
     from kbframework.models import AssistantKey, Chunk
-    from kbframework.queues import enqueue
+    from kbframework.jobs.queues import enqueue
     from kbframework.types import DocumentDraft
 
     rng = random.Random(42)
@@ -89,7 +89,7 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
                     ids.append(str(d.id))
             all_ids += ids
             for k in range(0, len(ids), 100):
-                enqueue("ingest", "kbframework.jobs.ingest_documents_job", ids[k:k + 100], False)
+                enqueue("ingest", "kbframework.jobs.tasks.ingest_documents_job", ids[k:k + 100], False)
     created = time.perf_counter() - t0
     kbf = str(Path(sys.executable).parent / "kbf")
     # one worker per core, as a deployment would run them (`kbf worker` scales out by process)
@@ -110,7 +110,7 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
           f"(worker peak {peak_worker:.0f} MB)", flush=True)
 
     # retrieval latency (no LLM) and recall@20 of the vector leg against an exact scan
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.retrieval.answer import _POOL, _keyword_leg, embed_query
     from kbframework.retrieval.search import (Prefilter, ensure_vector_index, forget_counts, keyword_search,
                                               rrf, vector_search)

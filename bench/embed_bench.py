@@ -44,11 +44,11 @@ def free_port() -> int:
 
 
 def seed(n_products: int = 60) -> tuple[str, str]:
-    from kbframework.accounts import create_org, ensure_source
+    from kbframework.orgs.accounts import create_org, ensure_source
     from kbframework.db import session_scope
     from kbframework.ingest.pipeline import ingest_documents
-    from kbframework.keys import create_key
-    from kbframework.knowledge import apply_draft
+    from kbframework.orgs.keys import create_key
+    from kbframework.sources.apply import apply_draft
     from kbframework.types import DocumentDraft
 
     rng = random.Random(7)

@@ -40,7 +40,7 @@ def make_pdf(pages: int = 200) -> bytes:
 
 
 def run(pages: int = 200) -> dict:
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
     from kbframework.db import session_scope
     from kbframework_pdf.service import upload
 

@@ -26,7 +26,7 @@ def _pct(xs: list[float], p: float) -> float:
 
 
 def run(passes: int = 3) -> dict:
-    from kbframework.evaluation import drop_org, load_corpus, read_dataset, reference_now, run_retrieval_eval
+    from kbframework.retrieval.evaluation import drop_org, load_corpus, read_dataset, reference_now, run_retrieval_eval
     from kbframework.retrieval.answer import answer
 
     if not DATA.exists():

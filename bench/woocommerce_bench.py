@@ -56,11 +56,11 @@ def _pct(values: list[float], p: float) -> float:
 def run(n_products: int = N_PRODUCTS, concurrency: int = CONCURRENCY, deliveries: int = DELIVERIES) -> dict:
     from sqlalchemy import func, select
 
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
     from kbframework.db import session_scope
     from kbframework.models import Chunk, Document, Setting, WebhookEvent
-    from kbframework.sources import create_source
-    from kbframework.sync import run_sync
+    from kbframework.sources.config import create_source
+    from kbframework.sources.sync import run_sync
     from tests.fakes.woocommerce_server import FakeWooStore
 
     result: dict = {"products": n_products}
@@ -131,7 +131,7 @@ def run(n_products: int = N_PRODUCTS, concurrency: int = CONCURRENCY, deliveries
               f"{wh['cpus']} CPUs)", flush=True)
 
         # the queued jobs, drained: every price change applied, nothing re-embedded
-        from kbframework.worker import run_burst
+        from kbframework.jobs.worker import run_burst
 
         t = time.perf_counter()
         run_burst(("webhook",))

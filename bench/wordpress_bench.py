@@ -37,7 +37,7 @@ SITEMAP_PAGES = 400
 def _org(name: str):
     from sqlalchemy import select
 
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
     from kbframework.db import session_scope
     from kbframework.models import Setting
 
@@ -51,7 +51,7 @@ def _org(name: str):
 
 def _source(org_id, type_: str, config: dict) -> str:
     from kbframework.db import session_scope
-    from kbframework.sources import create_source
+    from kbframework.sources.config import create_source
 
     with session_scope() as s:
         return str(create_source(s, org_id, {"type": type_, "name": f"bench {type_}", "config": config}).id)
@@ -80,7 +80,7 @@ def _new_chunks(org_id, after_id: int) -> int:
 
 
 def _timed_sync(source_id, kind):
-    from kbframework.sync import run_sync
+    from kbframework.sources.sync import run_sync
 
     t = time.perf_counter()
     out = run_sync(source_id, kind, inline_ingest=True)

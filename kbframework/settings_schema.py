@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from marshmallow import Schema, ValidationError, fields, validate
 
-from kbframework import registry
+from kbframework.hooks import registry
 from kbframework.errors import ValidationFailed
 
 
@@ -33,7 +33,7 @@ def apply_settings(s, st, data: dict) -> bool:
     reindex = False
     for k, val in v.items():
         if k == "timezone":
-            from kbframework.accounts import check_timezone
+            from kbframework.orgs.accounts import check_timezone
             from kbframework.models import Organization
 
             org = s.get(Organization, st.organization_id)

@@ -48,7 +48,7 @@ def kb_services():
     db_url, redis_url = services.ensure_services(cfg)
     db.init_engine(db_url)
     from kbframework.migrate import upgrade
-    from kbframework.queues import init_redis
+    from kbframework.jobs.queues import init_redis
 
     upgrade()
     init_redis(redis_url)
@@ -81,7 +81,7 @@ def kb_clean(kb_services):
     from sqlalchemy import text
 
     from kbframework.db import get_engine
-    from kbframework.queues import get_redis
+    from kbframework.jobs.queues import get_redis
     from kbframework.retrieval.search import forget_counts
 
     with get_engine().begin() as conn:
@@ -93,7 +93,7 @@ def kb_clean(kb_services):
 
 @pytest.fixture
 def kb_org(kb_clean):
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -126,7 +126,7 @@ class AdminClient:
 
 
 def login_client(app, org: dict, email: str, password: str, role: str = "admin") -> AdminClient:
-    from kbframework.accounts import create_user, get_org_by_slug
+    from kbframework.orgs.accounts import create_user, get_org_by_slug
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -145,7 +145,7 @@ def kb_admin(kb_app, kb_org):
 @pytest.fixture
 def kb_drain(kb_services):
     """Call to run every queued job now, in this process, on the real Redis queues."""
-    from kbframework.worker import run_burst
+    from kbframework.jobs.worker import run_burst
 
     return run_burst
 
@@ -221,13 +221,13 @@ class ScratchSource:
     def sync(self, kind: str = "full") -> dict:
         """Run the real sync pipeline now, ingesting inline: fetch → normalize → apply →
         chunk → embed. Returns ``run_sync``'s result ({"status", "stats", ...})."""
-        from kbframework.sync import run_sync
+        from kbframework.sources.sync import run_sync
 
         return run_sync(self.id, kind=kind, inline_ingest=True)
 
     def info(self) -> dict:
         """The source row: status, last_error, last_sync_at, watermark, config."""
-        from kbframework.accounts import as_uuid
+        from kbframework.orgs.accounts import as_uuid
         from kbframework.db import session_scope
         from kbframework.models import Source
 
@@ -242,9 +242,9 @@ class ScratchSource:
         API shows them; ``full`` adds normalized_content and metadata."""
         from sqlalchemy import select
 
-        from kbframework.accounts import as_uuid
+        from kbframework.orgs.accounts import as_uuid
         from kbframework.db import session_scope
-        from kbframework.documents import doc_to_dict
+        from kbframework.sources.documents import doc_to_dict
         from kbframework.models import Document, Source
 
         with session_scope() as s:
@@ -264,7 +264,7 @@ def set_org_extra(org: dict, **values) -> None:
     """Change an organization's ``settings.extra`` (e.g. allow_private_network=True)."""
     from sqlalchemy import select
 
-    from kbframework.accounts import as_uuid
+    from kbframework.orgs.accounts import as_uuid
     from kbframework.db import session_scope
     from kbframework.models import Setting
 
@@ -287,7 +287,7 @@ def kb_source(kb_org):
     def make(type_name: str, config: dict | None = None, *, name: str | None = None,
              allow_private_network: bool = True, interval: int | None = None) -> ScratchSource:
         from kbframework.db import session_scope
-        from kbframework.sources import create_source
+        from kbframework.sources.config import create_source
 
         if allow_private_network:
             set_org_extra(kb_org, allow_private_network=True)

@@ -112,10 +112,10 @@ PNG_1x1 = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000
 
 def seed_catalog(org_id: str, image_base: str = "https://img.example") -> dict:
     """A product with an image (and a hostile title), a second product and an article, indexed."""
-    from kbframework.accounts import as_uuid, ensure_source
+    from kbframework.orgs.accounts import as_uuid, ensure_source
     from kbframework.db import session_scope
     from kbframework.ingest.pipeline import ingest_documents
-    from kbframework.knowledge import apply_draft
+    from kbframework.sources.apply import apply_draft
     from kbframework.types import DocumentDraft
 
     drafts = [
@@ -136,7 +136,7 @@ def seed_catalog(org_id: str, image_base: str = "https://img.example") -> dict:
     ]
     from sqlalchemy import select
 
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.models import Setting
 
     # a mode whose cards include products (the presets are plugins; "default" is built in)
@@ -156,7 +156,7 @@ def seed_catalog(org_id: str, image_base: str = "https://img.example") -> dict:
 
 def make_key(org_id: str, origins: list[str], **kw) -> dict:
     from kbframework.db import session_scope
-    from kbframework.keys import create_key, key_to_dict
+    from kbframework.orgs.keys import create_key, key_to_dict
 
     with session_scope() as s:
         return key_to_dict(create_key(s, org_id, origins, **kw))

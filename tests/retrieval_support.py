@@ -77,10 +77,10 @@ SUPPORT = [
 
 def seed(org_id, docs: list[dict]) -> dict[str, str]:
     """Index documents through the real pipeline; returns {title: document id}."""
-    from kbframework import documents as D
-    from kbframework.accounts import ensure_source
+    from kbframework.sources import documents as D
+    from kbframework.orgs.accounts import ensure_source
     from kbframework.db import session_scope
-    from kbframework.knowledge import apply_draft
+    from kbframework.sources.apply import apply_draft
     from kbframework.retrieval.filters import forget_vocabulary
     from kbframework.retrieval.search import forget_counts
     from kbframework.types import DocumentDraft
@@ -167,7 +167,7 @@ class FakeChat:
 @pytest.fixture
 def fake_llm(kb_http_server, monkeypatch):
     """Point the real ``openai`` client at a local fake through KB_LLM_BASE_URL."""
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.config import reset_config
 
     chat = FakeChat()

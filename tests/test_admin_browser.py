@@ -55,7 +55,7 @@ def live(kb_app):
 
 
 def make_admin(org_slug: str, email: str):
-    from kbframework.accounts import create_user, get_org_by_slug
+    from kbframework.orgs.accounts import create_user, get_org_by_slug
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -219,9 +219,9 @@ def test_screenshots_of_every_page(browser, live, kb_clean):
             s.add(UsageLedger(organization_id=oid, purpose="completion", provider="openai", model="gpt-4o-mini",
                               tokens_in=1800 + 137 * ((i * 7) % 11), tokens_out=300 + 41 * ((i * 5) % 7),
                               cost_usd=0.0004 + 0.00003 * i, created_at=day))
-        from kbframework import registry
+        from kbframework.hooks import registry
         from kbframework.models import SyncRun
-        from kbframework.sources import create_source
+        from kbframework.sources.config import create_source
 
         extra_pages = []
         if "woocommerce" in registry.source_types():

@@ -76,7 +76,7 @@ def member(kb_app, kb_org):
 @pytest.fixture
 def other_org(kb_app, kb_org):
     """A second organization with one of everything, and a logged-in admin of its own."""
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -161,7 +161,7 @@ class FakeShopPlugin:
 
 @pytest.fixture
 def fakeshop():
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.hooks.manager import get_plugin_manager
 
     pm = get_plugin_manager()
@@ -208,7 +208,7 @@ def test_every_page_renders_for_admin_with_security_headers(admin):
 
 
 def test_each_installed_source_type_has_its_form_and_valid_mapping_examples(admin, kb_app):
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.admin.views import MAPPING_EXAMPLES, describe_fields
 
     for name, connector in registry.source_types().items():
@@ -246,7 +246,7 @@ def test_pages_need_a_login(kb_app, kb_org):
 
 
 def test_login_form_lands_on_the_dashboard(kb_app, kb_org):
-    from kbframework.accounts import create_user, get_org_by_slug
+    from kbframework.orgs.accounts import create_user, get_org_by_slug
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -546,7 +546,7 @@ def test_source_form_is_generated_from_the_schema_validates_and_syncs(admin, fak
     assert r.status_code == 302, text(r)
     from kbframework.db import session_scope
     from kbframework.models import Source
-    from kbframework.sync import source_config
+    from kbframework.sources.sync import source_config
 
     with session_scope() as s:
         cfg = source_config(s.get(Source, uuid.UUID(sid)))
@@ -710,7 +710,7 @@ def test_settings_save_presets_branding_and_show_errors(admin):
     add_note(admin, "Door", "# Door\n\nThe door opens at 23:00.")
     assert "You help guests of Club Nine. Be brief." in ask(admin, "When does the door open?")["debug"]["prompt"]
     # the preset's own wording, unchanged, is stored as "follow the preset"
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     r = form_post(admin, "/admin/settings", {**data, "system_prompt": registry.preset("default").prompt_template},
                   admin.csrf)

@@ -62,7 +62,7 @@ def test_unchanged_content_is_not_reembedded(kb_admin):
 
 def test_failing_embedder_keeps_old_chunks_serving(kb_admin, monkeypatch):
     doc = add_note(kb_admin, "Return policy", RETURNS)
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     provider = registry.embedder()
 
@@ -150,7 +150,7 @@ def test_logout_revokes_the_session(kb_admin):
 
 
 def test_cross_organization_access_is_404(kb_app, kb_admin):
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
 
     doc = add_note(kb_admin, "Return policy", RETURNS)
     with session_scope() as s:
@@ -203,7 +203,7 @@ def test_queue_and_worker_index_the_document(kb_admin, kb_drain):
 
 
 def test_public_embed_chat_has_no_debug(kb_app, kb_admin):
-    from kbframework.keys import create_key
+    from kbframework.orgs.keys import create_key
 
     add_note(kb_admin, "Return policy", RETURNS)
     with session_scope() as s:

@@ -127,7 +127,7 @@ def test_public_answers_carry_no_debug_data(kb_app, kb_org, shop_key):
 
 def test_settings_hide_sources_and_shape_the_config(kb_app, kb_org):
     from kbframework.errors import ValidationFailed
-    from kbframework.keys import update_key
+    from kbframework.orgs.keys import update_key
 
     seed_catalog(kb_org["id"])
     k = make_key(kb_org["id"], [SHOP], rate_per_ip_minute=1000)
@@ -176,7 +176,7 @@ def test_input_caps(kb_app, kb_org, shop_key):
     assert r.status_code == 400 and r.get_json()["error"]["code"] == "malformed_json"
     assert r.headers["Access-Control-Allow-Origin"] == SHOP  # the widget can read the error
     # per-key caps from the key's settings
-    from kbframework.keys import update_key
+    from kbframework.orgs.keys import update_key
 
     with session_scope() as s:
         update_key(s, kb_org["id"], shop_key["id"], settings={"limits": {"max_message_chars": 50,
@@ -216,7 +216,7 @@ def test_feedback_lands_in_chat_feedback(kb_app, kb_org, shop_key):
         assert set(r.get_json()["error"]) >= {"code", "message"}
     assert c.post(url, json={"message_id": out["message_id"], "rating": "up"}, headers={"Origin": EVIL}).status_code == 403
     # a message of another organization is not found through this key
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
 
     with session_scope() as s:
         other = create_org(s, "Other", "UTC", "other-org")
@@ -238,7 +238,7 @@ def test_prompt_injection_is_logged_not_blocked(kb_app, kb_org, shop_key):
 
 
 def test_key_rotation_with_grace_period(kb_app, kb_org):
-    from kbframework.cli import main
+    from kbframework.cli.main import main
 
     runner = CliRunner()
     res = runner.invoke(main, ["key", "create", "--org", "test-org", "--origin", SHOP + "/", "--origin",

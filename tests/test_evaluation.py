@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from kbframework.cli import main
+from kbframework.cli.main import main
 from kbframework.db import session_scope
-from kbframework.evaluation import mrr_at, ndcg_at, recall_at, reference_now, run_retrieval_eval
+from kbframework.retrieval.evaluation import mrr_at, ndcg_at, recall_at, reference_now, run_retrieval_eval
 from kbframework.models import Organization
 
 

@@ -73,7 +73,7 @@ def test_expiry_and_restore(kb_admin):
         "title": "Last night's party", "body": "The Friday party at Warehouse with DJ Test.", "role": "event",
         "event_start": (datetime.now(timezone.utc) - timedelta(days=1, hours=5)).isoformat(), "event_end": past})
     doc = r.get_json()
-    from kbframework.documents import expire_documents
+    from kbframework.sources.documents import expire_documents
 
     assert expire_documents()["expired"] == 1
     d = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()

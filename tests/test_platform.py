@@ -83,7 +83,7 @@ def test_cli_end_to_end(kb_services, kb_clean, tmp_path):
 def test_plugins_listing_and_duplicate_source_type(kb_services):
     r = kbf("plugins")
     assert "manual" in r.stdout and "kb_source_types" in r.stdout
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.errors import StartupError
     from kbframework.hooks.manager import build_plugin_manager, reset_plugin_manager
     from kbframework.hooks.markers import hookimpl
@@ -122,7 +122,7 @@ def test_scheduler_runs_expiry_and_due_reconciliation(kb_services, kb_admin, kb_
 
     from rq import Queue
 
-    from kbframework.queues import get_redis
+    from kbframework.jobs.queues import get_redis
 
     past = datetime.now(timezone.utc) - timedelta(hours=3)
     r = kb_admin.post("/api/admin/v1/documents/manual?wait=1", json={
@@ -155,7 +155,7 @@ def test_web_start_with_database_down_is_one_clear_line(tmp_path):
 def test_database_down_during_a_request_is_503(kb_admin, monkeypatch):
     from sqlalchemy.exc import OperationalError
 
-    from kbframework import documents
+    from kbframework.sources import documents
 
     def down(*a, **k):
         raise OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly"))

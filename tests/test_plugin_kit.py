@@ -191,7 +191,7 @@ def test_kb_source_types_a_plugin_connector_syncs_and_a_failing_fetch_marks_the_
 
 
 def test_kb_source_types_raising_is_a_startup_error_naming_the_plugin(kb_register_plugin, kb_services):
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.errors import StartupError
 
     class Broken:
@@ -258,7 +258,7 @@ def test_kb_field_mappers_is_declared_and_collected(kb_register_plugin):
 def test_kb_field_mappers_read_wordpress_mapping_paths(kb_register_plugin):
     """A mapping path written ``name:rest`` is read by the plugin's reader (here in the
     WordPress connector's field mapping)."""
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.errors import StartupError
     from kbframework_wordpress.mapping import build_draft, effective_mapping
 
@@ -343,7 +343,7 @@ def test_kb_build_card_first_result_and_a_raising_card_plugin_is_skipped(kb_regi
 
 
 def test_kb_mode_presets_adds_a_mode_and_a_duplicate_name_stops_startup(kb_register_plugin, kb_admin):
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.errors import StartupError
 
     preset = Preset(name="kit", mode="kit", label="Kit", prompt_template="You help {brand}.",
@@ -396,7 +396,7 @@ class KitEmbedder:
 
 
 def test_kb_llm_providers_and_kb_embedding_providers(kb_register_plugin, kb_source):
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     class Providers:
         @hookimpl

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlalchemy import select
 
-from kbframework import registry
+from kbframework.hooks import registry
 from kbframework.db import session_scope
 from kbframework.errors import ValidationFailed
 from kbframework.retrieval.answer import answer, load_context

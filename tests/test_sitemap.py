@@ -50,7 +50,7 @@ def make_source(admin, site, **config) -> dict:
 
 
 def sync(source_id, kind="full"):
-    from kbframework.sync import run_sync
+    from kbframework.sources.sync import run_sync
 
     return run_sync(source_id, kind, inline_ingest=True)
 
@@ -150,7 +150,7 @@ def test_incremental_uses_lastmod_and_full_sync_reconciles(site, admin):
     assert site.url + HOODIE not in {s["external_id"] for s in out["sources"]}
 
     # one page on its own (what a re-fetch of a single document uses)
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.types import SyncContext
 
     conn, ctx = registry.source_type("sitemap"), SyncContext(organization_id="x", allow_private_network=True)

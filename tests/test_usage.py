@@ -15,7 +15,8 @@ from tests.fakes.openai_server import FakeOpenAI
 
 @pytest.fixture
 def fake_llm(kb_services):
-    from kbframework import config, registry
+    from kbframework import config
+    from kbframework.hooks import registry
 
     srv = FakeOpenAI()
     saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY", "KB_LLM_MODEL")}
@@ -63,13 +64,13 @@ def test_every_model_call_writes_a_ledger_row(kb_admin, fake_llm):
 
 
 def billable(org):
-    from kbframework import budget
+    from kbframework.orgs import budget
 
     return budget.status(org)["billable_tokens"]
 
 
 def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, caplog):
-    from kbframework import budget
+    from kbframework.orgs import budget
 
     note(kb_admin)
     org = kb_admin.org["id"]
@@ -78,7 +79,7 @@ def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, 
     assert per_q >= 150
     set_budget(org, monthly_tokens=int(per_q * 2.5))
     kb_admin.post("/api/admin/v1/chat", json={"question": "refund?"})  # 2 × per_q = 80 %
-    with caplog.at_level(logging.WARNING, logger="kbframework.budget"):
+    with caplog.at_level(logging.WARNING, logger="kbframework.orgs.budget"):
         assert budget.status(org)["state"] == "warning"
         budget.status(org)
         kb_admin.post("/api/admin/v1/chat", json={"question": "returns within days?"})  # → 120 %
@@ -90,7 +91,7 @@ def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, 
     out = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"}).get_json()
     assert out["answer"] == budget.EXCEEDED_TEXT and out["debug"]["reason"] == "budget_exceeded"
     assert fake_llm.completions() == before
-    from kbframework.keys import create_key
+    from kbframework.orgs.keys import create_key
 
     with session_scope() as s:
         key = create_key(s, org, ["https://shop.example"]).key
@@ -103,7 +104,7 @@ def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, 
 
 
 def test_month_resets_in_the_organizations_time_zone(kb_org):
-    from kbframework import budget
+    from kbframework.orgs import budget
 
     org = kb_org["id"]  # Europe/Belgrade (UTC+1 in winter)
     with session_scope() as s:
@@ -159,7 +160,7 @@ def test_cli_usage(kb_admin, fake_llm):
 
 
 def test_ledger_failure_never_breaks_an_answer(kb_admin, fake_llm, monkeypatch):
-    from kbframework import usage
+    from kbframework.orgs import usage
 
     note(kb_admin)
 

@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from kbframework.db import session_scope
 from kbframework.models import Chunk, Document, Setting, Source, SyncRun, WebhookEvent
-from kbframework.sync import run_sync
+from kbframework.sources.sync import run_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -133,7 +133,7 @@ def wc_headers(topic: str, body: bytes, secret: str, delivery_id: str | None = N
 
 def shop_preset(admin) -> None:
     """A shop uses the shopping preset (product cards) when it is installed."""
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     if "shopping" in registry.presets():
         r = admin.put("/api/admin/v1/settings", json={"preset": "shopping"})
@@ -153,7 +153,7 @@ def card_for(out: dict, doc_id) -> dict | None:
 def scheduled_webhook_jobs() -> list[str]:
     from rq.registry import ScheduledJobRegistry
 
-    from kbframework.queues import queue
+    from kbframework.jobs.queues import queue
 
     q = queue("webhook")
     return list(ScheduledJobRegistry(queue=q).get_job_ids()) + list(q.job_ids)
@@ -175,7 +175,7 @@ def test_cli_add_sync_webhook_price_and_unpublish(kb_admin, store, live_url, kb_
     disappears from answers."""
     from click.testing import CliRunner
 
-    from kbframework.cli import main
+    from kbframework.cli.main import main
 
     allow_private(kb_admin.org["id"])
     shop_preset(kb_admin)
@@ -407,7 +407,7 @@ def test_out_of_order_delivery_is_ignored(kb_admin, store, live_url, kb_drain):
     assert docs(sid)["62"].metadata_["price"] == 70
 
     # the same rule guards the job (a late re-fetch) and the sync: nothing older applies
-    from kbframework.knowledge import apply_draft
+    from kbframework.sources.apply import apply_draft
     from kbframework_woocommerce.normalize import product_to_draft
 
     draft = product_to_draft(json.loads(old_body), None, {}, "EUR")
@@ -510,7 +510,7 @@ def test_register_webhooks_on_the_store(kb_admin, store, live_url, kb_drain):
     # registering again (here from the CLI) re-points the same webhooks instead of adding more
     from click.testing import CliRunner
 
-    from kbframework.cli import main
+    from kbframework.cli.main import main
 
     r = CliRunner().invoke(main, ["source", "register-webhooks", sid, "--base-url", live_url])
     assert r.exit_code == 0 and out["delivery_url"] in r.output and r.output.count("(updated)") == 4, r.output

@@ -131,7 +131,7 @@ def make_source(admin, site: WPSite, **config) -> dict:
 
 
 def sync(source_id, kind="full") -> dict:
-    from kbframework.sync import run_sync
+    from kbframework.sources.sync import run_sync
 
     out = run_sync(source_id, kind, inline_ingest=True)
     return out

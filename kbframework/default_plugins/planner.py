@@ -90,7 +90,7 @@ def plan_to_parts(plan: dict, vocab: dict) -> list[FilterPart]:
 
 @hookimpl(trylast=True)
 def kb_extract_filters(query, context):
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     llm = registry.llm()
     if llm.name == "extractive" or (context.get("settings") or {}).get("query_planner") is False:
@@ -99,7 +99,7 @@ def kb_extract_filters(query, context):
     lists = {k: ", ".join(sorted(vocab.get(k) or [])[:MAX_LABELS]) or "(none)"
              for k in ("categories", "tags", "cities", "venues")}
     messages = [{"role": "system", "content": PROMPT.format(**lists)}, {"role": "user", "content": query}]
-    from kbframework.budget import spending
+    from kbframework.orgs.budget import spending
 
     org_id = context.get("organization_id")
     with spending(org_id, "query_planner") if org_id else _nullctx():
@@ -108,7 +108,7 @@ def kb_extract_filters(query, context):
         except TypeError:  # a provider without a JSON mode
             res = llm.complete(messages, max_tokens=200, temperature=0.0)
         try:
-            from kbframework.usage import record_usage
+            from kbframework.orgs.usage import record_usage
 
             if org_id:
                 record_usage(org_id, "query_planner", llm.name, res.model, res.tokens_in, res.tokens_out)

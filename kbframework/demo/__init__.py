@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
-from kbframework.accounts import create_org, create_user, ensure_source
+from kbframework.orgs.accounts import create_org, create_user, ensure_source
 from kbframework.db import session_scope
 from kbframework.models import Organization, Setting
 
@@ -29,9 +29,9 @@ def _event_times(when: dict, tz: str, now: datetime):
 
 
 def seed_demo(email: str = "admin@demo.local", password: str | None = None) -> dict:
-    from kbframework import documents as docs
-    from kbframework.keys import create_key, list_keys
-    from kbframework.knowledge import apply_draft
+    from kbframework.sources import documents as docs
+    from kbframework.orgs.keys import create_key, list_keys
+    from kbframework.sources.apply import apply_draft
     from kbframework.types import DocumentDraft
 
     data = json.loads(DATA.read_text())

@@ -111,7 +111,7 @@ def reset_plugin_manager(pm: pluggy.PluginManager | None = None) -> None:
     global _pm
     with _lock:
         _pm = pm
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     registry.clear_caches()
 

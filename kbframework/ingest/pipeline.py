@@ -23,7 +23,7 @@ import numpy as np
 from psycopg2.extras import execute_values
 from sqlalchemy import delete, select, text, update
 
-from kbframework import registry
+from kbframework.hooks import registry
 from kbframework.db import session_scope
 from kbframework.errors import KBError
 from kbframework.ingest.chunker import ChunkSettings, chunk_text
@@ -130,7 +130,7 @@ def embed_step(work: list[_Work]) -> None:
 
 def _record_embedding_usage(items, provider, texts) -> None:
     try:
-        from kbframework.usage import record_usage
+        from kbframework.orgs.usage import record_usage
 
         by_org: dict = {}
         for w in items:
@@ -312,7 +312,7 @@ def _store_traces(results: dict[str, IngestResult]) -> None:
 
 
 def _pause_over_budget(work: list[_Work], results: dict) -> list[_Work]:
-    from kbframework.budget import OFFLINE_PROVIDERS, blocked
+    from kbframework.orgs.budget import OFFLINE_PROVIDERS, blocked
 
     keep, verdicts = [], {}
     for w in work:

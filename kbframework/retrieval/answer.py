@@ -30,7 +30,7 @@ from typing import Callable, Optional
 
 from sqlalchemy import select, text
 
-from kbframework import registry
+from kbframework.hooks import registry
 from kbframework.config import get_config
 from kbframework.db import session_scope
 from kbframework.errors import NotFound, ValidationFailed
@@ -119,7 +119,7 @@ def _rewriter(org_id=None):
     llm = registry.llm()
     if llm.name == "extractive":
         return None
-    from kbframework.budget import MeteredLLM
+    from kbframework.orgs.budget import MeteredLLM
 
     return MeteredLLM(llm, org_id, "rewrite") if org_id else llm
 
@@ -211,13 +211,13 @@ def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: lis
             res = llm.complete(messages, passages=passages, question=question,
                                stream=on_token is not None, on_token=on_token)
         else:
-            from kbframework.budget import spending
+            from kbframework.orgs.budget import spending
 
             with spending(ctx.org.id):
                 res = llm.complete(messages, stream=on_token is not None, on_token=on_token)
                 _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
     except Exception as exc:
-        from kbframework.budget import BudgetExceeded
+        from kbframework.orgs.budget import BudgetExceeded
 
         if isinstance(exc, BudgetExceeded):
             dbg["budget_exceeded"] = True
@@ -298,7 +298,7 @@ def build_sources(passages: list[dict], question: str = "") -> list[dict]:
 
 def _ledger(org_id, purpose, provider, tin, tout):
     try:
-        from kbframework.usage import record_usage
+        from kbframework.orgs.usage import record_usage
 
         record_usage(org_id, purpose, provider.name, provider.model, tin, tout)
     except Exception as exc:
@@ -446,7 +446,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
             debug["llm"] = llm_dbg
             sources = build_sources(passages, question)
             if res is None and llm_dbg.get("budget_exceeded"):
-                from kbframework.budget import EXCEEDED_TEXT
+                from kbframework.orgs.budget import EXCEEDED_TEXT
 
                 answer_text, tokens, model = EXCEEDED_TEXT, (0, 0), None
             elif res is None:
@@ -553,7 +553,7 @@ def _keyword_leg(pf, text_q):
 def _budget_stop(org_id):
     """The hard budget stop: a status dict when it applies (no model call may be made)."""
     try:
-        from kbframework.budget import blocked
+        from kbframework.orgs.budget import blocked
 
         return blocked(org_id)
     except Exception as exc:  # a budget check that fails must not take answers down
@@ -562,7 +562,7 @@ def _budget_stop(org_id):
 
 
 def _log_budget_stop(s, ctx, question, channel, user_id, key_id, session_id, st) -> dict:
-    from kbframework.budget import EXCEEDED_TEXT
+    from kbframework.orgs.budget import EXCEEDED_TEXT
 
     mid = uuid.uuid4()
     debug = {"question": question, "reason": "budget_exceeded", "budget": st, "mode": ctx.mode}

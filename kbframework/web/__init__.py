@@ -36,15 +36,15 @@ def create_app(test_config: dict | None = None) -> Flask:
     init_engine(db_url)
     check_database()
     app.config["KB_REDIS_URL"] = redis_url
-    from kbframework.queues import init_redis
+    from kbframework.jobs.queues import init_redis
 
     init_redis(redis_url)
 
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     registry.validate_startup()
 
-    from kbframework.queues import redis_url_for_limits
+    from kbframework.jobs.queues import redis_url_for_limits
 
     app.config.setdefault("RATELIMIT_STORAGE_URI", redis_url_for_limits())  # shared by every process
     login_manager.init_app(app)
@@ -74,7 +74,7 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     @app.get("/healthz")
     def healthz():
-        from kbframework.queues import redis_ok
+        from kbframework.jobs.queues import redis_ok
 
         return {"ok": True, "redis": redis_ok()}
 

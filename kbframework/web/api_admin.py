@@ -6,9 +6,9 @@ from flask_login import current_user, login_required
 from marshmallow import ValidationError
 from sqlalchemy import func, select
 
-from kbframework import documents as docs
-from kbframework import registry
-from kbframework.accounts import as_uuid
+from kbframework.sources import documents as docs
+from kbframework.hooks import registry
+from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.hooks.manager import list_plugins
@@ -240,7 +240,7 @@ def list_sources():
 @bp.get("/source-types")
 @login_required
 def source_types():
-    from kbframework.sources import describe_source_types
+    from kbframework.sources.config import describe_source_types
 
     return {"items": describe_source_types()}
 
@@ -248,7 +248,7 @@ def source_types():
 @bp.post("/sources")
 @admin_required
 def create_source():
-    from kbframework.sources import create_source as _create
+    from kbframework.sources.config import create_source as _create
 
     data = body()
     with session_scope() as s:
@@ -259,7 +259,7 @@ def create_source():
 @bp.get("/sources/<source_id>")
 @login_required
 def get_source(source_id):
-    from kbframework.sources import get_source as _get
+    from kbframework.sources.config import get_source as _get
 
     with session_scope() as s:
         src = _get(s, org_id(), source_id)
@@ -275,8 +275,8 @@ def get_source(source_id):
 @bp.put("/sources/<source_id>")
 @admin_required
 def update_source(source_id):
-    from kbframework.sources import get_source as _get_source
-    from kbframework.sources import update_source as _update
+    from kbframework.sources.config import get_source as _get_source
+    from kbframework.sources.config import update_source as _update
 
     data = body()
     with session_scope() as s:
@@ -288,9 +288,9 @@ def update_source(source_id):
     if reindex_ids:
         docs.queue_ingest(reindex_ids)
     if remap:  # the mapping decides text and metadata: re-derive every item, re-embed what changed
-        from kbframework.queues import enqueue
+        from kbframework.jobs.queues import enqueue
 
-        job = enqueue("sync", "kbframework.jobs.sync_source_job", str(source_id), "full")
+        job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", str(source_id), "full")
         out["resync_job_id"] = job.id
     return out
 
@@ -298,7 +298,7 @@ def update_source(source_id):
 @bp.post("/sources/<source_id>/register-webhooks")
 @admin_required
 def register_webhooks(source_id):
-    from kbframework.sources import register_webhooks as _register
+    from kbframework.sources.config import register_webhooks as _register
 
     base_url = body().get("base_url") or request.host_url
     return _register(org_id(), source_id, base_url)
@@ -307,8 +307,8 @@ def register_webhooks(source_id):
 @bp.post("/sources/<source_id>/sync")
 @admin_required
 def sync_source(source_id):
-    from kbframework.sources import get_source as _get
-    from kbframework.queues import enqueue
+    from kbframework.sources.config import get_source as _get
+    from kbframework.jobs.queues import enqueue
 
     kind = body().get("kind", "incremental")
     if kind not in ("full", "incremental"):
@@ -317,7 +317,7 @@ def sync_source(source_id):
         src = _get(s, org_id(), source_id)
         if src.status == "disabled":
             raise KBError("This source is disabled; enable it first.", code="source_disabled", status=409)
-    job = enqueue("sync", "kbframework.jobs.sync_source_job", str(source_id), kind,
+    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", str(source_id), kind,
                   job_id=None)
     return {"queued": True, "job_id": job.id, "kind": kind}, 202
 
@@ -325,7 +325,7 @@ def sync_source(source_id):
 @bp.delete("/sources/<source_id>")
 @admin_required
 def delete_source(source_id):
-    from kbframework.sources import get_source as _get
+    from kbframework.sources.config import get_source as _get
 
     with session_scope() as s:
         s.delete(_get(s, org_id(), source_id))
@@ -367,8 +367,8 @@ def put_settings():
         reindex = apply_settings(s, st, data)
         out = settings_to_dict(st)
     if reindex:
-        from kbframework.queues import enqueue
+        from kbframework.jobs.queues import enqueue
 
-        enqueue("reindex", "kbframework.jobs.reindex_job", str(org_id()), "all")
+        enqueue("reindex", "kbframework.jobs.tasks.reindex_job", str(org_id()), "all")
         out["reindex_queued"] = True
     return out

@@ -17,9 +17,9 @@ from flask import Blueprint, request
 from flask_login import current_user, login_required
 from sqlalchemy import and_, exists, func, select, text
 
-from kbframework import keys as keys_mod
-from kbframework import registry
-from kbframework.accounts import as_uuid
+from kbframework.orgs import keys as keys_mod
+from kbframework.hooks import registry
+from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import (AssistantKey, ChatFeedback, ChatLog, Chunk, Document, Organization, Source,

@@ -14,7 +14,7 @@ from flask import (Blueprint, current_app, redirect, render_template_string, req
                    session, url_for)
 from flask_login import UserMixin, current_user, login_required, login_user, logout_user
 
-from kbframework import accounts
+from kbframework.orgs import accounts
 from kbframework.config import get_config
 from kbframework.db import session_scope
 from kbframework.errors import Forbidden, KBError

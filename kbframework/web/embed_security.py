@@ -220,7 +220,7 @@ def hit(buckets: list[tuple[str, int, int]]) -> tuple[int, int]:
     """``buckets`` = [(redis key, window seconds, limit)]. Returns (0, 0) when the request is
     allowed (and recorded), else (index of the refusing bucket (1-based), Retry-After seconds)."""
     global _script
-    from kbframework.queues import get_redis
+    from kbframework.jobs.queues import get_redis
 
     r = get_redis()
     if _script is None or _script[0] is not r:
@@ -390,7 +390,7 @@ def public_config(k: KeyInfo) -> dict:
 def check_budget(k: KeyInfo) -> None:
     """The hard budget stop (usage controls); a no-op until a budget module exists."""
     try:
-        from kbframework.budget import enforce_public_budget
+        from kbframework.orgs.budget import enforce_public_budget
     except ImportError:
         return
     enforce_public_budget(k.organization_id)

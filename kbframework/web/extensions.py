@@ -6,7 +6,7 @@ from flask_login import LoginManager
 
 
 def _storage_uri() -> str:
-    from kbframework.queues import redis_url_for_limits
+    from kbframework.jobs.queues import redis_url_for_limits
 
     return redis_url_for_limits()
 

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta, timezone
 from flask import Blueprint, request
 from sqlalchemy import select
 
-from kbframework import registry
-from kbframework.accounts import as_uuid
+from kbframework.hooks import registry
+from kbframework.orgs.accounts import as_uuid
 from kbframework.db import get_engine, run_autocommit
 from kbframework.errors import KBError, NotFound
 from kbframework.models import Source, WebhookEvent
@@ -160,7 +160,7 @@ def receive(type_, source_id):
         log.info("stale webhook ignored for %s/%s (delivery %s): %s is not newer than what we hold",
                  source_id, verdict.get("external_id"), verdict.get("delivery_id"), modified)
         return {"ok": True, "stale": True}
-    from kbframework.webhook_queue import schedule_item
+    from kbframework.sources.webhook_queue import schedule_item
 
     job_id = schedule_item(str(sid), verdict["external_id"], verdict.get("event", "updated"), event_id)
     return {"ok": True, "queued": True, "job_id": job_id}, 202

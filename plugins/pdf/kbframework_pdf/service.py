@@ -7,11 +7,11 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from kbframework.accounts import as_uuid, ensure_source
+from kbframework.orgs.accounts import as_uuid, ensure_source
 from kbframework.db import session_scope
-from kbframework.documents import get_document, queue_ingest
+from kbframework.sources.documents import get_document, queue_ingest
 from kbframework.errors import KBError, ValidationFailed
-from kbframework.knowledge import apply_draft
+from kbframework.sources.apply import apply_draft
 from kbframework.models import Document, Source, jsonb_merge
 from kbframework.types import DOCUMENT_ROLES
 
@@ -44,19 +44,19 @@ def upload(org_id, data: bytes, filename: str | None, title: str | None = None, 
     if inline:
         extract_job(doc_id)
     else:
-        from kbframework.queues import enqueue
+        from kbframework.jobs.queues import enqueue
 
         enqueue("ingest", "kbframework_pdf.service.extract_job", doc_id)
     with session_scope() as s:
         d = s.get(Document, as_uuid(doc_id))
-        from kbframework.documents import doc_to_dict
+        from kbframework.sources.documents import doc_to_dict
 
         return doc_to_dict(d)
 
 
 def extract_job(document_id: str) -> dict:
     """Extract the pending file and re-index; the old chunks serve until the new ones are in."""
-    from kbframework import jobs
+    from kbframework.jobs import tasks as jobs
 
     jobs._boot()
     with session_scope() as s:

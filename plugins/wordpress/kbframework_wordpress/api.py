@@ -12,7 +12,7 @@ from flask import Blueprint, request
 from flask_login import current_user
 from marshmallow import ValidationError
 
-from kbframework.accounts import as_uuid
+from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import ValidationFailed
 from kbframework.web.auth import admin_required
@@ -23,9 +23,9 @@ bp = Blueprint("kbf_wordpress", __name__, url_prefix="/api/admin/v1/wordpress")
 @bp.post("/discover")
 @admin_required
 def discover():
-    from kbframework import registry
-    from kbframework.sources import get_source
-    from kbframework.sync import source_config, sync_context
+    from kbframework.hooks import registry
+    from kbframework.sources.config import get_source
+    from kbframework.sources.sync import source_config, sync_context
 
     data = request.get_json(silent=True)
     if not isinstance(data, dict):

@@ -1,6 +1,6 @@
 """The ``wordpress`` source type: posts, pages and custom post types over the REST API.
 
-Sync (driven by ``kbframework.sync.run_sync``):
+Sync (driven by ``kbframework.sources.sync.run_sync``):
 
 * full: every selected post type, ``status=publish``, ``_embed`` (featured image, terms),
   paged by ``X-WP-TotalPages``; whatever the site no longer returns (deleted, trashed,

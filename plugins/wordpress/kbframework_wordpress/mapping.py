@@ -184,7 +184,7 @@ def get_path(item: dict, path: str):
     """The value at ``path`` (``None`` when absent). ACF's empty ``[]`` counts as no fields.
     A path written ``name:rest`` is read by the ``kb_field_mappers`` reader ``name``."""
     if ":" in path:
-        from kbframework.registry import _NO_READER, read_mapped_path
+        from kbframework.hooks.registry import _NO_READER, read_mapped_path
 
         v = read_mapped_path(item, path)
         if v is not _NO_READER:

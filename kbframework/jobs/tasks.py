@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-log = logging.getLogger("kbframework.jobs")
+log = logging.getLogger("kbframework.jobs.tasks")
 
 _ready = False
 
@@ -13,7 +13,7 @@ def _boot() -> None:
     global _ready
     if _ready:
         return
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.db import init_engine
     from kbframework.services import ensure_services
 
@@ -46,7 +46,7 @@ def refresh_statistics(new_chunks: int) -> bool:
         from sqlalchemy import text
 
         from kbframework.db import get_engine
-        from kbframework.queues import get_redis
+        from kbframework.jobs.queues import get_redis
 
         r = get_redis()
         total = r.incrby("kbf:chunks_since_analyze", new_chunks)
@@ -64,7 +64,7 @@ def refresh_statistics(new_chunks: int) -> bool:
 
 def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
     _boot()
-    from kbframework.sync import run_sync
+    from kbframework.sources.sync import run_sync
 
     return run_sync(source_id, kind=kind)
 
@@ -74,8 +74,8 @@ def webhook_job(source_id: str, external_id: str, event: str, payload: dict | No
     _boot()
     from rq import get_current_job
 
-    from kbframework.sync import process_webhook
-    from kbframework.webhook_queue import release
+    from kbframework.sources.sync import process_webhook
+    from kbframework.sources.webhook_queue import release
 
     job = get_current_job()
     # from here on, a new delivery for this item queues a new job (this one may have read it)
@@ -85,14 +85,14 @@ def webhook_job(source_id: str, external_id: str, event: str, payload: dict | No
 
 def reindex_job(organization_id: str, which: str = "all", document_id: str | None = None) -> dict:
     _boot()
-    from kbframework.documents import reindex_now
+    from kbframework.sources.documents import reindex_now
 
     return reindex_now(organization_id, which=which, document_id=document_id)
 
 
 def expire_job() -> dict:
     _boot()
-    from kbframework.documents import expire_documents
+    from kbframework.sources.documents import expire_documents
 
     return expire_documents()
 
@@ -100,8 +100,8 @@ def expire_job() -> dict:
 def reconcile_due_job() -> dict:
     """Enqueue the reconciliation sync of every source whose interval has passed."""
     _boot()
-    from kbframework.queues import enqueue
-    from kbframework.worker import due_sources
+    from kbframework.jobs.queues import enqueue
+    from kbframework.jobs.worker import due_sources
 
     from datetime import datetime, timedelta, timezone
 
@@ -119,6 +119,6 @@ def reconcile_due_job() -> dict:
             last_full = s.scalar(select(func.max(SyncRun.started_at)).where(
                 SyncRun.source_id == source_id, SyncRun.kind == "full", SyncRun.status.in_(("success", "partial"))))
         kind = "full" if last_full is None or last_full < day_ago else "incremental"
-        enqueue("sync", "kbframework.jobs.sync_source_job", source_id, kind, job_id=f"reconcile-{source_id}")
+        enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind, job_id=f"reconcile-{source_id}")
         out[source_id] = kind
     return {"enqueued": out}

@@ -7,8 +7,8 @@ import secrets as _secrets
 from marshmallow import ValidationError, fields
 from sqlalchemy import select
 
-from kbframework import registry
-from kbframework.accounts import as_uuid
+from kbframework.hooks import registry
+from kbframework.orgs.accounts import as_uuid
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.models import Source
 from kbframework.security import decrypt_json, encrypt_json
@@ -132,7 +132,7 @@ def register_webhooks(org_id, source_id, base_url: str) -> dict:
     from urllib.parse import urlsplit
 
     from kbframework.db import session_scope
-    from kbframework.sync import source_config, sync_context
+    from kbframework.sources.sync import source_config, sync_context
 
     base = (base_url or "").strip().rstrip("/")
     parts = urlsplit(base)

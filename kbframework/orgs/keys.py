@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from kbframework.accounts import as_uuid
+from kbframework.orgs.accounts import as_uuid
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.models import AssistantKey
 from kbframework.web.embed_security import DEFAULT_LIMITS, LIMIT_RANGES, normalize_origin

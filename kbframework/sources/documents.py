@@ -11,16 +11,16 @@ from datetime import datetime, timezone
 
 from sqlalchemy import and_, func, or_, select, update
 
-from kbframework import registry
-from kbframework.accounts import as_uuid, ensure_source
+from kbframework.hooks import registry
+from kbframework.orgs.accounts import as_uuid, ensure_source
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.ingest.chunker import page_label
-from kbframework.knowledge import apply_draft
+from kbframework.sources.apply import apply_draft
 from kbframework.models import Chunk, Document, Source
 from kbframework.types import DOCUMENT_ROLES
 
-log = logging.getLogger("kbframework.documents")
+log = logging.getLogger("kbframework.sources.documents")
 
 STATUSES = ("active", "disabled", "syncing", "error", "deleted", "expired", "draft")
 
@@ -206,13 +206,13 @@ def queue_ingest(doc_ids: list, force: bool = False, inline: bool = False):
 
         res = ingest_documents(ids, force=force)
         forget_counts()
-        from kbframework.jobs import refresh_statistics
+        from kbframework.jobs.tasks import refresh_statistics
 
         refresh_statistics(sum(r.chunks for r in res if r.action == "indexed"))
         return res
-    from kbframework.queues import enqueue
+    from kbframework.jobs.queues import enqueue
 
-    return enqueue("ingest", "kbframework.jobs.ingest_documents_job", ids, force)
+    return enqueue("ingest", "kbframework.jobs.tasks.ingest_documents_job", ids, force)
 
 
 def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = 50) -> dict:

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from kbframework.db import session_scope
 from kbframework.models import Organization, Setting, UsageLedger
 
-log = logging.getLogger("kbframework.budget")
+log = logging.getLogger("kbframework.orgs.budget")
 
 OFFLINE_PROVIDERS = ("wordllama", "extractive")
 EXCEEDED_TEXT = ("Our assistant has reached its usage limit for this month. Please try again later "
@@ -77,7 +77,7 @@ def status(org_id, now: datetime | None = None) -> dict:
 
 def _warn_once(org_id, label, st) -> None:
     try:
-        from kbframework.queues import get_redis
+        from kbframework.jobs.queues import get_redis
 
         if get_redis().set(f"kbf:budget:warned:{org_id}:{label}:{st['state']}", "1", nx=True, ex=40 * 86400):
             log.warning("organization %s has used %.1f%% of its %s budget (%s)", org_id, st["percent"], label,
@@ -117,7 +117,7 @@ def spending(org_id, purpose: str = "completion"):
         return
     st = status(org_id)
     b = st["budget"]
-    from kbframework.queues import get_redis
+    from kbframework.jobs.queues import get_redis
 
     est_tokens, est_usd = _average_call(org_id, purpose, st)
     r = get_redis()
@@ -209,7 +209,7 @@ class MeteredLLM:
         return self._llm.available()
 
     def complete(self, messages, **kw):
-        from kbframework.usage import record_usage
+        from kbframework.orgs.usage import record_usage
 
         with spending(self._org, self._purpose):
             res = self._llm.complete(messages, **kw)

@@ -6,7 +6,7 @@ import logging
 from kbframework.db import session_scope
 from kbframework.models import UsageLedger
 
-log = logging.getLogger("kbframework.usage")
+log = logging.getLogger("kbframework.orgs.usage")
 
 # USD per 1M tokens (input, output); offline models cost nothing. Editable per organization
 # in settings.extra["prices"].

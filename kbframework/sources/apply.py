@@ -16,7 +16,7 @@ from kbframework.ingest.pipeline import content_hash
 from kbframework.models import Chunk, Document, Source
 from kbframework.types import DocumentDraft
 
-log = logging.getLogger("kbframework.knowledge")
+log = logging.getLogger("kbframework.sources.apply")
 
 COLUMN_FIELDS = ("title", "type", "document_role", "source_url", "raw_content", "normalized_content",
                  "source_modified_at", "event_start", "event_end", "venue", "city",

@@ -16,17 +16,17 @@ from datetime import datetime, timezone
 
 from sqlalchemy import select, update
 
-from kbframework import registry
-from kbframework.accounts import as_uuid
+from kbframework.hooks import registry
+from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound
 from kbframework.hooks.manager import get_plugin_manager
-from kbframework.knowledge import apply_draft, find_document, purge_document
+from kbframework.sources.apply import apply_draft, find_document, purge_document
 from kbframework.models import Document, Organization, Source, SyncRun, WebhookEvent
 from kbframework.security import decrypt_json
 from kbframework.types import SyncContext
 
-log = logging.getLogger("kbframework.sync")
+log = logging.getLogger("kbframework.sources.sync")
 
 BATCH = 50
 
@@ -207,7 +207,7 @@ def _apply_drafts(source_id, drafts, reapply: bool, careful: bool) -> list[tuple
 def _ingest(ids: list[str], inline: bool, stats: dict) -> None:
     if not ids:
         return
-    from kbframework.documents import queue_ingest
+    from kbframework.sources.documents import queue_ingest
 
     stats["embedded_documents"] += len(ids)
     for i in range(0, len(ids), BATCH):
@@ -273,7 +273,7 @@ def process_webhook(source_id, external_id: str, event: str, payload: dict | Non
                                  external_id, draft.source_modified_at, doc.source_modified_at)
                     ingest = action in ("created", "changed") and doc.status not in ("disabled", "expired")
                 if ingest:
-                    from kbframework.documents import queue_ingest
+                    from kbframework.sources.documents import queue_ingest
 
                     queue_ingest([doc_id], inline=True)
     except KBError as exc:

@@ -8,14 +8,14 @@ from datetime import datetime, timedelta, timezone
 
 from rq import SimpleWorker
 
-log = logging.getLogger("kbframework.worker")
+log = logging.getLogger("kbframework.jobs.worker")
 
 EXPIRY_EVERY = 300  # seconds
 
 
 def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool = False) -> None:
-    from kbframework import jobs
-    from kbframework.queues import get_redis, queue
+    from kbframework.jobs import tasks as jobs
+    from kbframework.jobs.queues import get_redis, queue
 
     jobs._boot()
     child = None
@@ -41,8 +41,8 @@ def run_cron() -> None:
     every minute a check that enqueues each source's reconciliation when its interval is due."""
     from rq.cron import CronScheduler
 
-    from kbframework import jobs
-    from kbframework.queues import get_redis
+    from kbframework.jobs import tasks as jobs
+    from kbframework.jobs.queues import get_redis
 
     jobs._boot()
     cron = CronScheduler(connection=get_redis(), logging_level="WARNING")
@@ -53,7 +53,7 @@ def run_cron() -> None:
 
 def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:
     """Drain the queues once in this process (tests and `make run` seeding use it)."""
-    from kbframework.queues import get_redis, queue
+    from kbframework.jobs.queues import get_redis, queue
     from rq.registry import ScheduledJobRegistry
 
     r = get_redis()

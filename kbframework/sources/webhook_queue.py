@@ -16,7 +16,7 @@ from datetime import timedelta
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
 
-from kbframework.queues import get_redis, queue
+from kbframework.jobs.queues import get_redis, queue
 
 COALESCE_SECONDS = 2
 PENDING_TTL = 3600  # a pending mark outlives any sane queue delay; a lost job is detected below
@@ -60,7 +60,7 @@ def schedule_item(source_id: str, external_id: str, event: str, webhook_event_id
         _, created, current = pipe.execute()
         if created:
             try:
-                queue("webhook").enqueue_in(timedelta(seconds=COALESCE_SECONDS), "kbframework.jobs.webhook_job",
+                queue("webhook").enqueue_in(timedelta(seconds=COALESCE_SECONDS), "kbframework.jobs.tasks.webhook_job",
                                             str(source_id), str(external_id), event, None, webhook_event_id,
                                             job_id=job_id)
             except Exception:

@@ -53,7 +53,7 @@ def out_json(data):
 
 
 def _org(s, slug):
-    from kbframework.accounts import get_org_by_slug
+    from kbframework.orgs.accounts import get_org_by_slug
 
     return get_org_by_slug(s, slug)
 
@@ -168,7 +168,7 @@ def org():
 @click.option("--timezone", "tz", default="UTC", show_default=True, help="IANA time zone")
 @click.option("--slug")
 def org_create(name, tz, slug):
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -199,7 +199,7 @@ def user():
 @click.option("--role", type=click.Choice(["admin", "member"]), default="admin", show_default=True)
 @click.option("--password", help="default: a random one, printed once")
 def user_create(email, org_slug, role, password):
-    from kbframework.accounts import create_user
+    from kbframework.orgs.accounts import create_user
     from kbframework.db import session_scope
 
     pw = password or secrets.token_urlsafe(12)
@@ -225,7 +225,7 @@ def doc():
 @click.option("--expires", help="ISO date-time with time zone")
 @click.option("--queue", "use_queue", is_flag=True, help="hand the indexing to a worker instead")
 def doc_add_manual(org_slug, title, body_file, tags, role, expires, use_queue):
-    from kbframework import documents as docs
+    from kbframework.sources import documents as docs
     from kbframework.db import session_scope
 
     body = sys.stdin.read() if body_file == "-" else _read_text(body_file)
@@ -286,7 +286,7 @@ def doc_add_pdf(org_slug, file, title, role, replace_id, use_queue):
 @click.option("--status")
 @click.option("--json", "as_json", is_flag=True)
 def doc_list(org_slug, status, as_json):
-    from kbframework import documents as docs
+    from kbframework.sources import documents as docs
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -301,7 +301,7 @@ def doc_list(org_slug, status, as_json):
 @click.argument("doc_id")
 @click.option("--org", "org_slug", required=True)
 def doc_show(doc_id, org_slug):
-    from kbframework import documents as docs
+    from kbframework.sources import documents as docs
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -315,7 +315,7 @@ def doc_show(doc_id, org_slug):
 def doc_restore(doc_id, org_slug, until):
     from marshmallow import ValidationError, fields
 
-    from kbframework import documents as docs
+    from kbframework.sources import documents as docs
     from kbframework.db import session_scope
 
     try:
@@ -334,7 +334,7 @@ def doc_restore(doc_id, org_slug, until):
 @click.option("--document")
 def reindex(org_slug, failed, all_, document):
     from kbframework.db import session_scope
-    from kbframework.documents import reindex_now
+    from kbframework.sources.documents import reindex_now
 
     with session_scope() as s:
         oid = _org(s, org_slug).id
@@ -444,7 +444,7 @@ def eval_group():
 @click.option("--json", "as_json", is_flag=True)
 def eval_retrieval(dataset, methods, now, no_filters, no_rewrite, keep, as_json):
     """nDCG@10, recall@10/@50 and MRR@10 of each retrieval method on a qrels-style set."""
-    from kbframework.evaluation import METHODS, format_retrieval_report, run_retrieval_eval
+    from kbframework.retrieval.evaluation import METHODS, format_retrieval_report, run_retrieval_eval
 
     rep = run_retrieval_eval(dataset, list(methods) or list(METHODS), now=_parse_now(now),
                              use_filters=not no_filters, use_rewrite=not no_rewrite, keep=keep,
@@ -460,7 +460,7 @@ def eval_retrieval(dataset, methods, now, no_filters, no_rewrite, keep, as_json)
 @click.option("--json", "as_json", is_flag=True)
 def eval_temporal(cases, as_json):
     """Check phrase → range cases against the temporal parser; exit 1 when any fails."""
-    from kbframework.evaluation import format_temporal_report, run_temporal_eval
+    from kbframework.retrieval.evaluation import format_temporal_report, run_temporal_eval
 
     rep = run_temporal_eval(cases)
     if as_json:
@@ -485,7 +485,7 @@ def key():
 @click.option("--name", default="Website")
 def key_create(org_slug, origins, name):
     from kbframework.db import session_scope
-    from kbframework.keys import create_key
+    from kbframework.orgs.keys import create_key
 
     with session_scope() as s:
         k = create_key(s, _org(s, org_slug).id, list(origins), name)
@@ -497,7 +497,7 @@ def key_create(org_slug, origins, name):
 @click.option("--json", "as_json", is_flag=True)
 def key_list(org_slug, as_json):
     from kbframework.db import session_scope
-    from kbframework.keys import key_to_dict, list_keys
+    from kbframework.orgs.keys import key_to_dict, list_keys
 
     with session_scope() as s:
         rows = [key_to_dict(k) for k in list_keys(s, _org(s, org_slug).id)]
@@ -512,7 +512,7 @@ def key_list(org_slug, as_json):
 @click.option("--grace", default="24h", show_default=True, help="how long the old key keeps working: 30m, 24h, 7d")
 def key_rotate(key_id, grace):
     from kbframework.db import session_scope
-    from kbframework.keys import parse_duration, rotate_key
+    from kbframework.orgs.keys import parse_duration, rotate_key
 
     with session_scope() as s:
         old, new = rotate_key(s, None, key_id, parse_duration(grace))
@@ -537,7 +537,7 @@ def key_set(key_id, origins, title, color, logo, welcome, placeholder, position,
             rate_per_minute, rate_per_day, rate_per_ip_minute, max_message_chars):
     """Change a key's origins, limits or visitor-facing settings (KEY_ID: id or kb_pk_ value)."""
     from kbframework.db import session_scope
-    from kbframework.keys import update_key
+    from kbframework.orgs.keys import update_key
 
     settings = {n: v for n, v in (("title", title), ("color", color), ("logo", logo), ("welcome", welcome),
                                   ("placeholder", placeholder), ("position", position),
@@ -569,7 +569,7 @@ def source():
 @click.option("--interval", type=int, help="reconciliation every N minutes")
 def source_add(org_slug, type_, name, config_json, interval):
     from kbframework.db import session_scope
-    from kbframework.sources import create_source
+    from kbframework.sources.config import create_source
 
     try:
         config = json.loads(config_json)
@@ -603,16 +603,16 @@ def source_list(org_slug):
 def source_sync(source_id, full, wait):
     kind = "full" if full else "incremental"
     if wait:
-        from kbframework.sync import run_sync
+        from kbframework.sources.sync import run_sync
 
         res = run_sync(source_id, kind=kind, inline_ingest=True)
         out_json(res)
         if res.get("status") == "error":
             sys.exit(1)
         return
-    from kbframework.queues import enqueue
+    from kbframework.jobs.queues import enqueue
 
-    job = enqueue("sync", "kbframework.jobs.sync_source_job", source_id, kind)
+    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind)
     click.echo(f"sync queued as job {job.id}")
 
 
@@ -622,7 +622,7 @@ def source_secret(source_id):
     """Print the source's webhook secret (to paste into the remote system)."""
     from kbframework.db import session_scope
     from kbframework.models import Source
-    from kbframework.accounts import as_uuid
+    from kbframework.orgs.accounts import as_uuid
     from kbframework.security import decrypt_json
 
     with session_scope() as s:
@@ -637,7 +637,7 @@ def source_secret(source_id):
 @click.option("--base-url", required=True, help="this platform's public address, e.g. https://kb.example.com")
 def source_register_webhooks(source_id, base_url):
     """Create the product webhooks on the remote store (needs a Read/Write key)."""
-    from kbframework.sources import register_webhooks
+    from kbframework.sources.config import register_webhooks
 
     res = register_webhooks(None, source_id, base_url)
     click.echo(f"delivery URL: {res['delivery_url']}")
@@ -656,7 +656,7 @@ def usage_cmd(org_slug, month, as_json):
     """Tokens and estimated cost this month, per day and per purpose, and the budget state."""
     import re as _re
 
-    from kbframework import budget
+    from kbframework.orgs import budget
     from kbframework.db import session_scope
 
     if month and not _re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", month):
@@ -684,7 +684,7 @@ def usage_cmd(org_slug, month, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def plugins_cmd(as_json):
     """List plugins, their versions and the hooks they implement."""
-    from kbframework import registry
+    from kbframework.hooks import registry
     from kbframework.hooks.manager import list_plugins
 
     rows = list_plugins()
@@ -713,7 +713,7 @@ def plugin_group():
 @click.option("--force", is_flag=True, help="write into an existing, non-empty folder")
 def plugin_new(name, kind, directory, force):
     """Write a new plugin distribution: pyproject with the entry point, package, README, first test."""
-    from kbframework.scaffold import new_plugin, names
+    from kbframework.cli.scaffold import new_plugin, names
 
     path = new_plugin(name, kind, directory, force=force)
     click.echo(f"wrote {kind} plugin {names(name)['dist']} in {path}")
@@ -729,7 +729,7 @@ def plugin_new(name, kind, directory, force):
 @click.option("--queues", default="webhook,ingest,sync,reindex", show_default=True)
 def worker(burst, with_scheduler, queues):
     """Run an RQ worker on the queues (jobs run in this process, no fork per job)."""
-    from kbframework.worker import run_worker
+    from kbframework.jobs.worker import run_worker
 
     run_worker([q for q in queues.split(",") if q], burst=burst, with_scheduler=with_scheduler)
 
@@ -737,7 +737,7 @@ def worker(burst, with_scheduler, queues):
 @main.command("scheduler", hidden=True)
 def scheduler_cmd():
     """RQ's CronScheduler with our periodic jobs (started by `kbf worker --with-scheduler`)."""
-    from kbframework.worker import run_cron
+    from kbframework.jobs.worker import run_cron
 
     run_cron()
 
@@ -748,7 +748,7 @@ def scheduler_cmd():
 @click.option("--workers", default=2, show_default=True)
 def run(host, port, workers):
     """The whole platform: web server (gunicorn) + one worker with the scheduler."""
-    from kbframework.runner import run_all
+    from kbframework.cli.runner import run_all
 
     run_all(host, port, workers)
 

@@ -139,10 +139,10 @@ def to_draft(doc: dict, now: datetime):
 
 def load_corpus(ds: Dataset, now: datetime, log=print) -> str:
     """A scratch organization holding the corpus, indexed through the normal pipeline."""
-    from kbframework import documents as docs
-    from kbframework.accounts import create_org, ensure_source
+    from kbframework.sources import documents as docs
+    from kbframework.orgs.accounts import create_org, ensure_source
     from kbframework.db import session_scope
-    from kbframework.knowledge import apply_draft
+    from kbframework.sources.apply import apply_draft
 
     t0 = _time.perf_counter()
     with session_scope() as s:
