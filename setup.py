@@ -3,4 +3,5 @@ folders mapped into the package (admin/ → kbframework.admin, widget/ → kbfra
 Namespace discovery, as pyproject's ``packages.find`` did, so kbframework.migrations ships."""
 from setuptools import find_namespace_packages, setup
 
-setup(packages=find_namespace_packages(include=["kbframework*"]) + ["kbframework.admin", "kbframework.widget"])
+setup(packages=find_namespace_packages(include=["kbframework*"])
+      + ["kbframework.admin", "kbframework.admin.views", "kbframework.widget"])

@@ -209,7 +209,7 @@ def test_every_page_renders_for_admin_with_security_headers(admin):
 
 def test_each_installed_source_type_has_its_form_and_valid_mapping_examples(admin, kb_app):
     from kbframework.hooks import registry
-    from kbframework.admin.views import MAPPING_EXAMPLES, describe_fields
+    from kbframework.admin.views.sources import MAPPING_EXAMPLES, describe_fields
 
     for name, connector in registry.source_types().items():
         r = admin.get(f"/admin/sources/new/{name}")

@@ -104,6 +104,7 @@ def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, 
 
 
 def test_month_resets_in_the_organizations_time_zone(kb_org):
+    from kbframework.clock import month_bounds
     from kbframework.orgs import budget
 
     org = kb_org["id"]  # Europe/Belgrade (UTC+1 in winter)
@@ -114,10 +115,11 @@ def test_month_resets_in_the_organizations_time_zone(kb_org):
         s.add(UsageLedger(organization_id=org, purpose="completion", provider="openai", model="gpt-4o-mini",
                           tokens_in=7, tokens_out=0, cost_usd=0,
                           created_at=datetime(2026, 11, 30, 23, 30, tzinfo=timezone.utc)))  # Dec 1, 00:30 local
-    nov = budget.daily_usage(org, "2026-11")["totals"]["billable_tokens"]
-    dec = budget.daily_usage(org, "2026-12")["totals"]["billable_tokens"]
+    with session_scope() as s:
+        nov = budget.usage_summary(s, org, "2026-11")["totals"]["billable_tokens"]
+        dec = budget.usage_summary(s, org, "2026-12")["totals"]["billable_tokens"]
     assert (nov, dec) == (100, 7)
-    start, end, label = budget.month_bounds("Europe/Belgrade", datetime(2026, 11, 30, 23, 30, tzinfo=timezone.utc))
+    start, end, label = month_bounds("Europe/Belgrade", datetime(2026, 11, 30, 23, 30, tzinfo=timezone.utc))
     assert label == "2026-12" and start == datetime(2026, 11, 30, 23, 0, tzinfo=timezone.utc)
 
 

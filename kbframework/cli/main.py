@@ -663,7 +663,7 @@ def usage_cmd(org_slug, month, as_json):
         raise KBError("--month must look like 2026-11")
     with session_scope() as s:
         oid = _org(s, org_slug).id
-    data = budget.daily_usage(oid, month)
+        data = budget.usage_summary(s, oid, month)
     data["status"] = budget.status(oid)
     if as_json:
         return out_json(data)
@@ -676,8 +676,9 @@ def usage_cmd(org_slug, month, as_json):
                    f"{st['percent']}% → {st['state']}")
     for p in data["by_purpose"]:
         click.echo(f"  {p['purpose']:<18} {p['calls']:>6} calls {p['tokens']:>10} tokens  ${p['cost_usd']:.4f}")
-    for d in data["by_day"]:
-        click.echo(f"  {d['day']}  {d['tokens']:>10} tokens  ${d['cost_usd']:.4f}")
+    for d in data["days"]:
+        if d["calls"]:
+            click.echo(f"  {d['day']}  {d['tokens_in'] + d['tokens_out']:>10} tokens  ${d['cost_usd']:.4f}")
 
 
 @main.command("plugins")

@@ -50,6 +50,12 @@ def get_org_by_slug(s, slug: str) -> Organization:
     return org
 
 
+def org_timezone(s, org_id) -> str:
+    """The organization's IANA time zone; UTC when the organization is gone."""
+    org = s.get(Organization, as_uuid(org_id))
+    return org.timezone if org else "UTC"
+
+
 def create_user(s, email: str, password: str, org: Organization, role: str = "admin",
                 name: str | None = None) -> User:
     email = (email or "").strip().lower()

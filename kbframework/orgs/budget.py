@@ -9,32 +9,21 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import func, select
 
+from kbframework.clock import month_bounds
 from kbframework.db import session_scope
 from kbframework.models import Organization, Setting, UsageLedger
+from kbframework.orgs.accounts import as_uuid
 
 log = logging.getLogger("kbframework.orgs.budget")
 
 OFFLINE_PROVIDERS = ("wordllama", "extractive")
 EXCEEDED_TEXT = ("Our assistant has reached its usage limit for this month. Please try again later "
                  "or contact us directly.")
-
-
-def month_bounds(tz: str, now: datetime | None = None, month: str | None = None) -> tuple[datetime, datetime, str]:
-    """[start, end) of a month in the organization's time zone, as UTC instants."""
-    zone = ZoneInfo(tz or "UTC")
-    now = (now or datetime.now(timezone.utc)).astimezone(zone)
-    if month:
-        y, m = (int(x) for x in month.split("-"))
-    else:
-        y, m = now.year, now.month
-    start = datetime(y, m, 1, tzinfo=zone)
-    end = datetime(y + (m == 12), m % 12 + 1, 1, tzinfo=zone)
-    return start.astimezone(timezone.utc), end.astimezone(timezone.utc), f"{y:04d}-{m:02d}"
 
 
 def budget_settings(s, org_id) -> dict:
@@ -160,42 +149,52 @@ class BudgetExceeded(Exception):
         self.status = st
 
 
-def enforce_public_budget(org_id) -> None:
-    """Kept for the embed API: the answer pipeline itself returns the deterministic message."""
-    return None
-
-
-def daily_usage(org_id, month: str | None = None) -> dict:
-    """Per day and per purpose, for `kbf usage` and the admin's usage page."""
-    with session_scope() as s:
-        org = s.get(Organization, org_id)
-        start, end, label = month_bounds(org.timezone, month=month)
-        day = func.date_trunc("day", func.timezone(org.timezone, UsageLedger.created_at))
-        rows = s.execute(select(day, UsageLedger.purpose, UsageLedger.provider, UsageLedger.model,
-                                func.sum(UsageLedger.tokens_in), func.sum(UsageLedger.tokens_out),
-                                func.sum(UsageLedger.cost_usd), func.count())
-                         .where(UsageLedger.organization_id == org.id, UsageLedger.created_at >= start,
-                                UsageLedger.created_at < end)
-                         .group_by(day, UsageLedger.purpose, UsageLedger.provider, UsageLedger.model)
-                         .order_by(day)).all()
-        totals = usage_totals(s, org.id, start, end)
-        b = budget_settings(s, org.id)
-    items = [{"day": r[0].date().isoformat(), "purpose": r[1], "provider": r[2], "model": r[3],
-              "tokens_in": int(r[4]), "tokens_out": int(r[5]), "cost_usd": round(float(r[6]), 6), "calls": r[7]}
-             for r in rows]
-    by_day: dict = {}
-    for it in items:
-        d = by_day.setdefault(it["day"], {"day": it["day"], "tokens": 0, "cost_usd": 0.0})
-        d["tokens"] += it["tokens_in"] + it["tokens_out"]
-        d["cost_usd"] = round(d["cost_usd"] + it["cost_usd"], 6)
+def usage_summary(s, org_id, month: str | None = None) -> dict:
+    """One month of the ledger in the organization's time zone: totals, every day (zeros
+    included), per purpose and per model, and the budget. The admin page, the admin API and
+    ``kbf usage`` all read this."""
+    org = s.get(Organization, as_uuid(org_id))
+    tz = org.timezone if org else "UTC"
+    start, end, label = month_bounds(tz, month=month)
+    conds = [UsageLedger.organization_id == org.id, UsageLedger.created_at >= start, UsageLedger.created_at < end]
+    day = func.date(func.timezone(tz, UsageLedger.created_at)).label("day")
+    rows = s.execute(select(day, func.sum(UsageLedger.tokens_in), func.sum(UsageLedger.tokens_out),
+                            func.sum(UsageLedger.cost_usd), func.count()).where(*conds)
+                     .group_by(day).order_by(day)).all()
+    by_day = {r[0]: r for r in rows}
+    days = []
+    zone = ZoneInfo(tz)
+    d, last = start.astimezone(zone).date(), end.astimezone(zone).date()
+    while d < last:
+        r = by_day.get(d)
+        days.append({"day": d.isoformat(), "tokens_in": int(r[1] or 0) if r else 0,
+                     "tokens_out": int(r[2] or 0) if r else 0, "cost_usd": float(r[3] or 0) if r else 0.0,
+                     "calls": int(r[4]) if r else 0})
+        d += timedelta(days=1)
+    model_rows = s.execute(select(UsageLedger.purpose, UsageLedger.provider, UsageLedger.model,
+                                  func.sum(UsageLedger.tokens_in), func.sum(UsageLedger.tokens_out),
+                                  func.sum(UsageLedger.cost_usd), func.count()).where(*conds)
+                           .group_by(UsageLedger.purpose, UsageLedger.provider, UsageLedger.model)
+                           .order_by(func.sum(UsageLedger.cost_usd).desc(), UsageLedger.model)).all()
+    by_model = [{"purpose": r[0], "provider": r[1], "model": r[2], "tokens_in": int(r[3] or 0),
+                 "tokens_out": int(r[4] or 0), "cost_usd": float(r[5] or 0), "calls": int(r[6])}
+                for r in model_rows]
     by_purpose: dict = {}
-    for it in items:
-        p = by_purpose.setdefault(it["purpose"], {"purpose": it["purpose"], "tokens": 0, "cost_usd": 0.0, "calls": 0})
-        p["tokens"] += it["tokens_in"] + it["tokens_out"]
-        p["cost_usd"] = round(p["cost_usd"] + it["cost_usd"], 6)
-        p["calls"] += it["calls"]
-    return {"month": label, "totals": totals, "budget": b, "by_day": list(by_day.values()),
-            "by_purpose": list(by_purpose.values()), "rows": items}
+    for m in by_model:
+        p = by_purpose.setdefault(m["purpose"], {"purpose": m["purpose"], "tokens": 0, "cost_usd": 0.0, "calls": 0})
+        p["tokens"] += m["tokens_in"] + m["tokens_out"]
+        p["cost_usd"] = round(p["cost_usd"] + m["cost_usd"], 6)
+        p["calls"] += m["calls"]
+    tin = sum(x["tokens_in"] for x in days)
+    tout = sum(x["tokens_out"] for x in days)
+    b = budget_settings(s, org.id)
+    cap = b["monthly_tokens"]
+    return {"month": label, "timezone": tz, "tokens_in": tin, "tokens_out": tout, "tokens": tin + tout,
+            "cost_usd": round(sum(x["cost_usd"] for x in days), 6), "calls": sum(x["calls"] for x in days),
+            "totals": usage_totals(s, org.id, start, end), "budget": b,
+            "budget_tokens": int(cap) if cap else None,
+            "budget_used": round((tin + tout) / int(cap), 4) if cap else None,
+            "days": days, "by_model": by_model, "by_purpose": list(by_purpose.values())}
 
 
 class MeteredLLM:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 import secrets
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from sqlalchemy import select
 
 from kbframework.orgs.accounts import as_uuid
+from kbframework.clock import utcnow
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.models import AssistantKey
 from kbframework.web.embed_security import DEFAULT_LIMITS, LIMIT_RANGES, normalize_origin
@@ -122,9 +123,9 @@ def update_key(s, org_id, key_id, *, origins: list[str] | None = None, name: str
     for f in LIMIT_FIELDS:
         if limits.get(f) is not None:
             setattr(k, f, clean_limit(f, limits[f]))
-    if settings:
+    if settings is not None:
         k.settings = clean_settings(settings, k.settings or {})
-    k.updated_at = datetime.now(timezone.utc)
+    k.updated_at = utcnow()
     s.flush()
     return k
 
@@ -161,7 +162,7 @@ def rotate_key(s, org_id, key_id, grace: timedelta) -> tuple[AssistantKey, Assis
     s.add(new)
     s.flush()
     old.status = "rotated"
-    old.expires_at = datetime.now(timezone.utc) + grace
+    old.expires_at = utcnow() + grace
     old.replaced_by_id = new.id
     return old, new
 
@@ -182,3 +183,83 @@ def key_to_dict(k: AssistantKey) -> dict:
             "rate_per_day": k.rate_per_day, "rate_per_ip_minute": k.rate_per_ip_minute,
             "expires_at": k.expires_at.isoformat() if k.expires_at else None,
             "settings": k.settings or {}, "created_at": k.created_at.isoformat() if k.created_at else None}
+
+
+def revoke_key(s, org_id, key_id) -> AssistantKey:
+    k = get_key(s, org_id, key_id)
+    k.status = "revoked"
+    k.expires_at = utcnow()
+    return k
+
+
+# --------------------------------------------------------------------------- from form or JSON input
+
+
+def parse_origins(value) -> list[str]:
+    """Origins as a list, or as text with one per line or comma-separated (the admin form)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.replace(",", "\n").split("\n")
+    if not isinstance(value, list):
+        raise ValidationFailed("'allowed_origins' must be a list of origins like https://shop.example.com.")
+    return [str(v).strip() for v in value if str(v).strip()]
+
+
+def parse_limits(data: dict) -> dict:
+    """The rate-limit fields present in ``data`` (blank means unchanged), as whole numbers."""
+    out = {}
+    for f in LIMIT_FIELDS:
+        v = data.get(f)
+        if v in (None, ""):
+            continue
+        try:
+            n = int(v)
+        except (TypeError, ValueError):
+            raise ValidationFailed(f"'{f.replace('_', ' ')}' must be a whole number.")
+        if not 1 <= n <= 1_000_000:
+            raise ValidationFailed(f"'{f.replace('_', ' ')}' must be between 1 and 1,000,000.")
+        out[f] = n
+    return out
+
+
+def create_key_from_input(s, org_id, data: dict) -> AssistantKey:
+    origins = parse_origins(data.get("allowed_origins"))
+    if not origins:
+        raise ValidationFailed("Add at least one allowed website origin, e.g. https://shop.example.com.")
+    name = str(data.get("name") or "Website").strip()[:200] or "Website"
+    return create_key(s, org_id, origins, name, **parse_limits(data))
+
+
+def update_key_from_input(s, org_id, key_id, data: dict) -> AssistantKey:
+    """Only the fields present change; settings go through ``clean_settings`` like every path."""
+    get_key(s, org_id, key_id)  # another organization's key is a 404 before any input error
+    name = origins = None
+    if "name" in data:
+        name = str(data["name"] or "").strip()
+        if not name:
+            raise ValidationFailed("The key needs a name.")
+    if "allowed_origins" in data:
+        origins = parse_origins(data["allowed_origins"])
+        if not origins:
+            raise ValidationFailed("Keep at least one allowed website origin.")
+    return update_key(s, org_id, key_id, origins=origins, name=name, settings=data.get("settings"),
+                      **parse_limits(data))
+
+
+def snippets(base: str, key: str) -> dict:
+    """The two ways to put a key's assistant on a website: the widget script and an iframe."""
+    base = base.rstrip("/")
+    return {"widget": f'<script src="{base}/widget.js?key={key}" async></script>',
+            "iframe": (f'<iframe src="{base}/embed/{key}" title="Chat assistant" loading="lazy" '
+                       f'style="width:100%;height:640px;border:0;border-radius:12px"></iframe>')}
+
+
+def key_view(k: AssistantKey, base: str) -> dict:
+    """A key as the admin shows it: its fields, its embed snippets and whether it still works."""
+    out = key_to_dict(k)
+    out["snippets"] = snippets(base, k.key)
+    out["replaced_by_id"] = str(k.replaced_by_id) if k.replaced_by_id else None
+    out["usable"] = k.status == "active" or (k.status == "rotated" and k.expires_at is not None
+                                             and k.expires_at > utcnow())
+    return out

@@ -7,11 +7,12 @@ import secrets as _secrets
 from marshmallow import ValidationError, fields
 from sqlalchemy import select
 
+from kbframework.clock import iso
 from kbframework.hooks import registry
 from kbframework.orgs.accounts import as_uuid
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.models import Source
-from kbframework.security import decrypt_json, encrypt_json
+from kbframework.security import decrypt_json, encrypt_json, mask
 
 
 def get_source(s, org_id, source_id) -> Source:
@@ -82,8 +83,9 @@ def create_source(s, org_id, data: dict) -> Source:
     return src
 
 
-def update_source(s, org_id, source_id, data: dict) -> tuple[Source, list[str]]:
-    """Returns the source and the documents to re-index when a mapping change touched them."""
+def update_source(s, org_id, source_id, data: dict) -> Source:
+    """Name, status, interval and config; a changed field mapping clears the watermark, so the
+    next sync re-fetches every item and re-derives its text."""
     src = get_source(s, org_id, source_id)
     connector = registry.source_type(src.type)
     if "name" in data:
@@ -97,7 +99,6 @@ def update_source(s, org_id, source_id, data: dict) -> tuple[Source, list[str]]:
     if "sync_interval_minutes" in data:
         v = data["sync_interval_minutes"]
         src.sync_interval_minutes = int(v) if v else None
-    reindex: list[str] = []
     if "config" in data:
         old_secret = decrypt_json(src.secrets)
         merged = {**(src.config or {}), **old_secret, **{k: v for k, v in (data["config"] or {}).items()
@@ -114,8 +115,7 @@ def update_source(s, org_id, source_id, data: dict) -> tuple[Source, list[str]]:
         if plain.get("field_mapping") != old_mapping:
             # the mapping decides the text: force a re-fetch on the next sync
             src.watermark = None
-            reindex = []
-    return src, reindex
+    return src
 
 
 def _jsonable(d: dict) -> dict:
@@ -153,3 +153,33 @@ def register_webhooks(org_id, source_id, base_url: str) -> dict:
     # no transaction is held while the remote answers (it pings the delivery URL first)
     hooks = connector.register_webhooks(config, delivery_url, config.get("webhook_secret"), ctx)
     return {"source_id": str(source_id), "delivery_url": delivery_url, "webhooks": hooks}
+
+
+def source_to_dict(src: Source, s=None) -> dict:
+    """A source as the API and the admin show it: secrets masked; with a session, its
+    document count too."""
+    from sqlalchemy import func
+
+    from kbframework.models import Document
+
+    connector = registry.source_types().get(src.type)
+    secrets = decrypt_json(src.secrets) if src.secrets else {}
+    out = {"id": str(src.id), "name": src.name, "type": src.type, "status": src.status,
+           "config": src.config or {}, "secrets": {k: mask(v) for k, v in secrets.items()},
+           "sync_interval_minutes": src.sync_interval_minutes, "last_sync_at": iso(src.last_sync_at),
+           "last_error": src.last_error, "last_webhook_at": iso(src.last_webhook_at),
+           "watermark": iso(src.watermark), "installed": connector is not None,
+           "created_at": iso(src.created_at)}
+    if s is not None:
+        out["document_count"] = s.scalar(select(func.count()).select_from(Document).where(
+            Document.source_id == src.id, Document.status != "deleted"))
+    return out
+
+
+def sync_runs(s, src: Source, limit: int = 20) -> list[dict]:
+    from kbframework.models import SyncRun
+
+    runs = s.scalars(select(SyncRun).where(SyncRun.source_id == src.id)
+                     .order_by(SyncRun.started_at.desc()).limit(limit)).all()
+    return [{"id": str(r.id), "kind": r.kind, "status": r.status, "stats": r.stats, "error": r.error,
+             "started_at": iso(r.started_at), "finished_at": iso(r.finished_at)} for r in runs]

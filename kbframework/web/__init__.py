@@ -51,13 +51,12 @@ def create_app(test_config: dict | None = None) -> Flask:
     limiter.init_app(app)
     cors.init_app(app, resources={r"/api/embed/*": {"origins": []}})
 
-    from kbframework.web import api_admin, api_admin_extra, api_embed, auth, errors, webhooks
+    from kbframework.web import api, api_embed, auth, errors, webhooks
 
     errors.init_app(app)
     auth.init_app(app)
     app.register_blueprint(auth.bp)
-    app.register_blueprint(api_admin.bp)
-    app.register_blueprint(api_admin_extra.bp)
+    api.register(app)
     app.register_blueprint(api_embed.bp)
     from kbframework.web import embed_pages
     app.register_blueprint(embed_pages.bp)

@@ -110,7 +110,6 @@ def chat(version, key):
     sid = data.get("session_id")
     session_id = sid[:100] if isinstance(sid, str) and sid.strip() else str(uuid.uuid4())
     show_sources = k.settings.get("show_sources", True) is not False
-    sec.check_budget(k)
     from kbframework.retrieval.answer import answer
 
     kwargs = dict(history=history, channel="public", assistant_key_id=k.id, session_id=session_id,

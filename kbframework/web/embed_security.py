@@ -386,11 +386,3 @@ def public_config(k: KeyInfo) -> dict:
             "position": pick("position", "bottom-right"),
             "api": API_VERSIONS[-1]}
 
-
-def check_budget(k: KeyInfo) -> None:
-    """The hard budget stop (usage controls); a no-op until a budget module exists."""
-    try:
-        from kbframework.orgs.budget import enforce_public_budget
-    except ImportError:
-        return
-    enforce_public_budget(k.organization_id)

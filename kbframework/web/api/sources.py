@@ -1,0 +1,98 @@
+"""Sources: the installed types, create, read, configure, sync, register webhooks, delete."""
+from __future__ import annotations
+
+from flask import request
+from flask_login import login_required
+from sqlalchemy import select
+
+from kbframework.db import session_scope
+from kbframework.errors import KBError, ValidationFailed
+from kbframework.hooks import registry
+from kbframework.models import Source
+from kbframework.sources import config as sources
+from kbframework.web.api.common import blueprint, body, org_id
+from kbframework.web.auth import admin_required
+
+bp = blueprint("sources", __name__)
+
+
+@bp.get("/sources")
+@login_required
+def list_sources():
+    with session_scope() as s:
+        rows = s.scalars(select(Source).where(Source.organization_id == org_id()).order_by(Source.created_at)).all()
+        return {"items": [sources.source_to_dict(r, s) for r in rows]}
+
+
+@bp.get("/source-types")
+@login_required
+def source_types():
+    return {"items": sources.describe_source_types()}
+
+
+@bp.post("/sources")
+@admin_required
+def create_source():
+    data = body()
+    with session_scope() as s:
+        src = sources.create_source(s, org_id(), data)
+        return sources.source_to_dict(src, s), 201
+
+
+@bp.get("/sources/<source_id>")
+@login_required
+def get_source(source_id):
+    with session_scope() as s:
+        src = sources.get_source(s, org_id(), source_id)
+        out = sources.source_to_dict(src, s)
+        out["sync_runs"] = sources.sync_runs(s, src)
+        return out
+
+
+@bp.put("/sources/<source_id>")
+@admin_required
+def update_source(source_id):
+    data = body()
+    with session_scope() as s:
+        before = (sources.get_source(s, org_id(), source_id).config or {}).get("field_mapping")
+        src = sources.update_source(s, org_id(), source_id, data)
+        remap = ((src.config or {}).get("field_mapping") != before and src.status != "disabled"
+                 and getattr(registry.source_types().get(src.type), "supports_sync", False))
+        out = sources.source_to_dict(src, s)
+    if remap:  # the mapping decides text and metadata: re-derive every item, re-embed what changed
+        from kbframework.jobs.queues import enqueue
+
+        job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", str(source_id), "full")
+        out["resync_job_id"] = job.id
+    return out
+
+
+@bp.post("/sources/<source_id>/register-webhooks")
+@admin_required
+def register_webhooks(source_id):
+    base_url = body().get("base_url") or request.host_url
+    return sources.register_webhooks(org_id(), source_id, base_url)
+
+
+@bp.post("/sources/<source_id>/sync")
+@admin_required
+def sync_source(source_id):
+    from kbframework.jobs.queues import enqueue
+
+    kind = body().get("kind", "incremental")
+    if kind not in ("full", "incremental"):
+        raise ValidationFailed("kind must be 'full' or 'incremental'.")
+    with session_scope() as s:
+        src = sources.get_source(s, org_id(), source_id)
+        if src.status == "disabled":
+            raise KBError("This source is disabled; enable it first.", code="source_disabled", status=409)
+    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", str(source_id), kind)
+    return {"queued": True, "job_id": job.id, "kind": kind}, 202
+
+
+@bp.delete("/sources/<source_id>")
+@admin_required
+def delete_source(source_id):
+    with session_scope() as s:
+        s.delete(sources.get_source(s, org_id(), source_id))
+    return {"deleted": source_id}
