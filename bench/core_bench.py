@@ -163,7 +163,7 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
                            rate_per_day=1000000, rate_per_ip_minute=100000)
             keys[label] = k.key
     from kbframework.config import get_config
-    from kbframework.services import pg_url, redis_url_for
+    from kbframework.embedded import pg_url, redis_url_for
 
     cfg = get_config()
     env = {**os.environ, "DATABASE_URL": cfg.database_url or pg_url(cfg), "REDIS_URL": cfg.redis_url or redis_url_for(cfg)}

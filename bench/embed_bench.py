@@ -85,7 +85,7 @@ def seed(n_products: int = 60) -> tuple[str, str]:
 
 def start_server(workers: int, threads: int) -> tuple[subprocess.Popen, str]:
     from kbframework.config import get_config
-    from kbframework.services import pg_url, redis_url_for
+    from kbframework.embedded import pg_url, redis_url_for
 
     cfg = get_config()
     env = {k: v for k, v in os.environ.items() if k not in ("KB_LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY")}

@@ -23,13 +23,13 @@ def main() -> int:
     os.environ["KB_DATA_DIR"] = str(data_dir)
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
-    from kbframework import services
+    from kbframework import embedded
     from kbframework.config import get_config
     from kbframework.db import init_engine
     from kbframework.migrate import upgrade
 
     cfg = get_config()
-    db_url, redis_url = services.ensure_services(cfg)
+    db_url, redis_url = embedded.ensure_services(cfg)
     init_engine(db_url)
     upgrade()
     results = {"machine": {"cpus": os.cpu_count()}, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -48,8 +48,8 @@ def main() -> int:
                 results[name] = {"error": f"{type(exc).__name__}: {exc}"}
             results[name]["_seconds"] = round(time.perf_counter() - t, 1) if isinstance(results[name], dict) else None
     finally:
-        services.stop_postgres(cfg)
-        services.stop_redis(cfg)
+        embedded.stop_postgres(cfg)
+        embedded.stop_redis(cfg)
         shutil.rmtree(data_dir, ignore_errors=True)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)

@@ -167,7 +167,7 @@ def run(n_products: int = N_PRODUCTS, concurrency: int = CONCURRENCY, deliveries
 
 def _webhook_latency(source_id: str, bodies: list[tuple[int, bytes, str]], concurrency: int) -> dict:
     from kbframework.config import get_config
-    from kbframework.services import pg_url, redis_url_for
+    from kbframework.embedded import pg_url, redis_url_for
 
     cfg = get_config()
     env = {**os.environ, "DATABASE_URL": cfg.database_url or pg_url(cfg),

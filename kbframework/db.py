@@ -76,10 +76,19 @@ def run_autocommit(sql: str, params: dict):
 
 def get_engine() -> Engine:
     if _engine is None:
-        from kbframework.services import ensure_services
+        from kbframework.config import get_config
+        from kbframework.embedded import ensure_services
 
         url, _ = ensure_services()
-        init_engine(url)
+        engine = init_engine(url)
+        if get_config().database_url:  # an external server: say now if its pgvector is too old
+            from kbframework.embedded.server_check import check_pgvector
+
+            try:
+                check_pgvector(engine)
+            except Exception:
+                dispose()
+                raise
     return _engine
 
 

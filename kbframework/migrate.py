@@ -22,12 +22,25 @@ def upgrade(revision: str = "head") -> None:
     engine = get_engine()
     with engine.begin() as conn:
         conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+    _update_vector_extension(engine)
     with engine.begin() as conn:
         cfg = alembic_config()
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
     # the pgvector type must be registered on connections opened before the extension existed
     engine.dispose()
+
+
+def _update_vector_extension(engine) -> None:
+    """A database restored from an older server may still carry an older pgvector in its
+    catalog; bring it to the version the server offers (needs the extension's owner)."""
+    from kbframework.embedded.server_check import pgvector_versions
+
+    with engine.connect() as conn:
+        v = pgvector_versions(conn)
+    if v["installed"] and v["available"] and v["installed"] != v["available"]:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER EXTENSION vector UPDATE"))
 
 
 def downgrade(revision: str) -> None:

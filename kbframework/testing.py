@@ -32,7 +32,7 @@ def kb_services():
     """Real embedded services in a scratch data folder (or DATABASE_URL/REDIS_URL when
     KB_TEST_EXTERNAL=1), migrated to the newest schema."""
     from kbframework import config as kbconfig
-    from kbframework import db, services
+    from kbframework import db, embedded
 
     external = os.environ.get("KB_TEST_EXTERNAL") == "1"
     keep = os.environ.get("KB_TEST_DATA_DIR")
@@ -45,7 +45,7 @@ def kb_services():
         os.environ.pop("REDIS_URL", None)
     kbconfig.reset_config()
     cfg = kbconfig.get_config()
-    db_url, redis_url = services.ensure_services(cfg)
+    db_url, redis_url = embedded.ensure_services(cfg)
     db.init_engine(db_url)
     from kbframework.migrate import upgrade
     from kbframework.jobs.queues import init_redis
@@ -55,8 +55,8 @@ def kb_services():
     yield cfg
     db.dispose()
     if not external and not keep:
-        services.stop_postgres(cfg)
-        services.stop_redis(cfg)
+        embedded.stop_postgres(cfg)
+        embedded.stop_redis(cfg)
         shutil.rmtree(data_dir, ignore_errors=True)
     for k, v in saved.items():
         if v is None:

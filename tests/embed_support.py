@@ -29,7 +29,7 @@ def free_port() -> int:
 def service_env(**extra) -> dict:
     """The environment of a web process that uses the test services (kb_services must be active)."""
     from kbframework.config import get_config
-    from kbframework.services import pg_url, redis_url_for
+    from kbframework.embedded import pg_url, redis_url_for
 
     cfg = get_config()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}

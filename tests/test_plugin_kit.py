@@ -56,7 +56,7 @@ def kbf(*args, env=None, check=True, cwd=None):
 def service_env(cfg, tmp_path) -> dict:
     """Run a plugin's own pytest on this session's embedded services (KB_TEST_EXTERNAL=1)
     instead of starting a second PostgreSQL and Redis."""
-    from kbframework.services import pg_url, redis_url_for
+    from kbframework.embedded import pg_url, redis_url_for
 
     return {"KB_TEST_EXTERNAL": "1", "DATABASE_URL": cfg.database_url or pg_url(cfg),
             "REDIS_URL": cfg.redis_url or redis_url_for(cfg), "KB_TEST_DATA_DIR": str(tmp_path / "plugin-data"),

@@ -69,14 +69,19 @@ def services():
 @services.command("start")
 def services_start():
     from kbframework.config import get_config
-    from kbframework.services import start_postgres, start_redis
+    from kbframework.embedded import start_postgres, start_redis
 
     cfg = get_config()
     if cfg.database_url is None:
         start_postgres(cfg)
         click.echo(f"postgres: running (data in {cfg.data_dir / 'pg'})")
     else:
-        click.echo("postgres: DATABASE_URL is set, nothing started")
+        from kbframework.db import get_engine
+        from kbframework.embedded.server_check import check_pgvector
+
+        v = check_pgvector(get_engine())
+        click.echo(f"postgres: DATABASE_URL is set, nothing started (PostgreSQL {v['server']}, "
+                   f"pgvector {v['installed'] or v['available']})")
     if cfg.redis_url is None:
         start_redis(cfg)
         click.echo(f"redis: running (data in {cfg.data_dir / 'redis'})")
@@ -86,16 +91,39 @@ def services_start():
 
 @services.command("stop")
 def services_stop():
-    from kbframework.services import stop_postgres, stop_redis
+    from kbframework.embedded import stop_postgres, stop_redis
 
     click.echo(f"postgres: {'stopped' if stop_postgres() else 'was not running'}")
     click.echo(f"redis: {'stopped' if stop_redis() else 'was not running'}")
 
 
+@services.command("upgrade")
+@click.option("--old-bin", default=None, metavar="DIR",
+              help="bin folder of the PostgreSQL that made the data folder (default: the pgserver wheel's)")
+@click.option("--remove-old", is_flag=True, help="delete the old folder once the new server answers")
+def services_upgrade(old_bin, remove_old):
+    """Move ./var/pg made by an older embedded PostgreSQL (16) to PostgreSQL 18, losing nothing."""
+    from kbframework.config import get_config
+    from kbframework.embedded.upgrade import upgrade
+
+    cfg = get_config()
+    if cfg.database_url:
+        raise click.ClickException("DATABASE_URL is set: upgrade that server with its own tools")
+    res = upgrade(cfg, old_bin=old_bin, remove_old=remove_old, say=lambda m: click.echo(f"  {m}"))
+    if not res["upgraded"]:
+        click.echo(f"postgres: {res['message']}, nothing to do")
+        return
+    click.echo(f"postgres: upgraded {res['from']} -> {res['to']}; {res['rows']} rows in "
+               f"{', '.join(res['databases'])} copied and counted")
+    if res["old_dir"]:
+        click.echo(f"postgres: the old folder is kept at {res['old_dir']} (delete it when satisfied)")
+    click.echo("next: kbf db upgrade")
+
+
 @services.command("status")
 @click.option("--json", "as_json", is_flag=True)
 def services_status(as_json):
-    from kbframework.services import status
+    from kbframework.embedded import status
 
     st = status()
     if as_json:
@@ -104,7 +132,14 @@ def services_status(as_json):
         if not info["embedded"]:
             click.echo(f"{name}: external ({'DATABASE_URL' if name == 'postgres' else 'REDIS_URL'} is set)")
         else:
-            click.echo(f"{name}: {'running' if info['running'] else 'stopped'}")
+            line = f"{name}: {'running' if info['running'] else 'stopped'}"
+            if info.get("major"):
+                line += f" (PostgreSQL {info['major']}, {info['dir']})"
+                from kbframework.embedded.postgres import binary_major
+
+                if info["major"] != binary_major():
+                    line += " - run `kbf services upgrade`"
+            click.echo(line)
     if not all(i["running"] for i in st.values() if i["embedded"]):
         sys.exit(1)
 
@@ -113,7 +148,7 @@ def services_status(as_json):
 def services_env():
     """Print export lines for other tools: eval "$(kbf services env)"."""
     from kbframework.config import get_config
-    from kbframework.services import pg_url, redis_url_for
+    from kbframework.embedded import pg_url, redis_url_for
 
     cfg = get_config()
     db = cfg.database_url or pg_url(cfg).replace("postgresql+psycopg2://", "postgresql://")

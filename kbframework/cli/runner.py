@@ -13,7 +13,7 @@ from kbframework.config import get_config
 
 def run_all(host: str | None, port: int | None, workers: int = 2) -> None:
     cfg = get_config()
-    from kbframework.services import ensure_services
+    from kbframework.embedded import ensure_services
 
     db_url, redis_url = ensure_services(cfg)  # start embedded services once, before the children
     env = dict(os.environ)

@@ -26,7 +26,7 @@ def init_redis(url: str) -> redis.Redis:
 
 def get_redis() -> redis.Redis:
     if _redis is None:
-        from kbframework.services import ensure_services
+        from kbframework.embedded import ensure_services
 
         _, url = ensure_services()
         init_redis(url)

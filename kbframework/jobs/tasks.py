@@ -15,7 +15,7 @@ def _boot() -> None:
         return
     from kbframework.hooks import registry
     from kbframework.db import init_engine
-    from kbframework.services import ensure_services
+    from kbframework.embedded import ensure_services
 
     db_url, _ = ensure_services()
     init_engine(db_url)

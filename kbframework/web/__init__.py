@@ -30,7 +30,7 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     # services first: a database or Redis that is down stops start-up with a clear message
     from kbframework.db import check_database, init_engine
-    from kbframework.services import ensure_services
+    from kbframework.embedded import ensure_services
 
     db_url, redis_url = ensure_services(cfg)
     init_engine(db_url)
