@@ -123,6 +123,9 @@ class SyncRun(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     stats: Mapped[dict] = mapped_column(JSONB, nullable=False, server_default=text("'{}'::jsonb"))
     error: Mapped[str | None] = mapped_column(Text)
+    # the RQ job running it, or "pid:<host>:<pid>" for a run in a CLI process
+    job_id: Mapped[str | None] = mapped_column(String(200))
+    __table_args__ = (Index("ix_sync_runs_running", "status", postgresql_where=text("status = 'running'")),)
 
 
 class Document(Base):
@@ -290,6 +293,20 @@ class UsageLedger(Base):
     ref: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = _created()
     __table_args__ = (Index("ix_usage_org_created", "organization_id", "created_at"),)
+
+
+class JobOutbox(Base):
+    """A job accepted while Redis was unreachable; the sweeper puts it on its queue."""
+    __tablename__ = "job_outbox"
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(40), nullable=False)
+    func: Mapped[str] = mapped_column(String(300), nullable=False)
+    args: Mapped[list] = mapped_column(JSONB, nullable=False, server_default=text("'[]'::jsonb"))
+    kwargs: Mapped[dict] = mapped_column(JSONB, nullable=False, server_default=text("'{}'::jsonb"))
+    job_id: Mapped[str | None] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    created_at: Mapped[datetime] = _created()
 
 
 class WebhookEvent(Base):

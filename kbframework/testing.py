@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-TABLES = ("chat_feedback", "chat_logs", "usage_ledger", "webhook_events", "chunks", "documents", "sync_runs",
+TABLES = ("job_outbox", "chat_feedback", "chat_logs", "usage_ledger", "webhook_events", "chunks", "documents", "sync_runs",
           "sources", "assistant_keys", "settings", "user_sessions", "memberships", "users", "organizations")
 
 

@@ -375,6 +375,10 @@ def reindex(org_slug, failed, all_, document):
         oid = _org(s, org_slug).id
     res = reindex_now(oid, which="failed" if failed else "all", document_id=document)
     out_json(res)
+    if res.get("failed_count"):
+        click.echo(f"error: {res['failed_count']} of {res['documents']} documents failed to index "
+                   "(see 'failed' above; their previous chunks keep serving)", err=True)
+        sys.exit(1)
 
 
 # --------------------------------------------------------------------------- answering
@@ -644,11 +648,21 @@ def source_sync(source_id, full, wait):
         out_json(res)
         if res.get("status") == "error":
             sys.exit(1)
+        stats = res.get("stats") or {}
+        failed = int(stats.get("errors") or 0) + int(stats.get("index_errors") or 0)
+        if failed:
+            click.echo(f"error: {failed} of {stats.get('fetched', 0)} items failed "
+                       f"({stats.get('errors') or 0} could not be applied, {stats.get('index_errors') or 0} "
+                       "could not be indexed)", err=True)
+            sys.exit(1)
         return
-    from kbframework.jobs.queues import enqueue
+    from kbframework.jobs.queues import enqueue, is_held
 
     job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind)
-    click.echo(f"sync queued as job {job.id}")
+    if is_held(job):
+        click.echo(f"Redis is not reachable: the sync is held as {job.id} and queued once it is back")
+    else:
+        click.echo(f"sync queued as job {job.id}")
 
 
 @source.command("secret")
@@ -803,6 +817,11 @@ def demo(email, password):
     click.echo(f"  Assistant key:     {info['key']}")
     click.echo(f"  Documents:         {info['documents']} ({info['chunks']} chunks)")
     click.echo("")
+
+
+from kbframework.cli.jobs import jobs_cmd  # noqa: E402
+
+main.add_command(jobs_cmd)
 
 
 if __name__ == "__main__":

@@ -53,8 +53,34 @@ def queue(name: str) -> Queue:
     return Queue(name, connection=get_redis(), default_timeout=3600)
 
 
-def enqueue(name: str, func, *args, job_id: str | None = None, **kwargs):
+def enqueue_now(name: str, func, *args, job_id: str | None = None, **kwargs):
+    """Put a job on its queue with its kind's timeout, retries and failure record
+    (kbframework.jobs.policy); raises ``redis.RedisError`` when Redis is unreachable."""
+    from kbframework.jobs.policy import enqueue_options
+
+    opts = enqueue_options(name)
+    opts["meta"] = {**opts["meta"], **(kwargs.pop("meta", None) or {})}
+    opts.update(kwargs)
+    return queue(name).enqueue(func, *args, job_id=job_id, **opts)
+
+
+def enqueue(name: str, func, *args, job_id: str | None = None, hold: bool = True, **kwargs):
+    """Queue a job. When Redis is unreachable the job is held in PostgreSQL (the outbox) and a
+    ``HeldJob`` (``.held`` is true) comes back: the caller's write stands and the job runs once
+    Redis is back. ``hold=False`` raises ServiceUnavailable instead."""
     try:
-        return queue(name).enqueue(func, *args, job_id=job_id, **kwargs)
+        return enqueue_now(name, func, *args, job_id=job_id, **kwargs)
     except redis.RedisError as exc:
-        raise ServiceUnavailable(f"Could not queue the job: Redis is not reachable ({exc}).")
+        if not hold or not isinstance(func, str):
+            raise ServiceUnavailable(f"Could not queue the job: Redis is not reachable ({exc}).")
+        from kbframework.jobs.outbox import hold as hold_job
+
+        try:
+            return hold_job(name, func, args, kwargs, job_id, f"Redis is not reachable: {exc}")
+        except Exception as db_exc:
+            raise ServiceUnavailable(f"Could not queue the job: Redis is not reachable ({exc}), and it "
+                                     f"could not be kept for later ({type(db_exc).__name__}).")
+
+
+def is_held(job) -> bool:
+    return bool(getattr(job, "held", False))

@@ -85,9 +85,22 @@ def webhook_job(source_id: str, external_id: str, event: str, payload: dict | No
 
 def reindex_job(organization_id: str, which: str = "all", document_id: str | None = None) -> dict:
     _boot()
+    from datetime import datetime, timezone
+
+    from rq import get_current_job
+
     from kbframework.sources.documents import reindex_now
 
-    return reindex_now(organization_id, which=which, document_id=document_id)
+    since = None
+    job = get_current_job()
+    if job is not None:  # a retry after a dead worker resumes where the first attempt got to
+        first = (job.meta or {}).get("first_started_at")
+        if first and (job.meta or {}).get("attempts"):
+            since = datetime.fromisoformat(first)
+        elif not first:
+            job.meta["first_started_at"] = datetime.now(timezone.utc).isoformat()
+            job.save_meta()
+    return reindex_now(organization_id, which=which, document_id=document_id, skip_indexed_since=since)
 
 
 def expire_job() -> dict:
@@ -95,6 +108,14 @@ def expire_job() -> dict:
     from kbframework.sources.documents import expire_documents
 
     return expire_documents()
+
+
+def recover_job() -> dict:
+    """The scheduler's recovery pass: abandoned jobs, stopped sync runs, held and lost work."""
+    _boot()
+    from kbframework.jobs.recovery import sweep
+
+    return sweep(registries=True)
 
 
 def reconcile_due_job() -> dict:

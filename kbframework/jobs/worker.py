@@ -1,6 +1,7 @@
 """``kbf worker``: an RQ worker that runs jobs in its own process (no fork per job), so the
-embedding model and plugins load once; with ``--with-scheduler`` it also runs RQ's scheduler
-for delayed jobs and our periodic jobs (expiry, each source's reconciliation)."""
+embedding model and plugins load once. Every worker may run RQ's scheduler for delayed jobs
+and retries (one at a time); with ``--with-scheduler`` it also runs our periodic jobs
+(expiry, each source's reconciliation, the recovery sweep)."""
 from __future__ import annotations
 
 import logging
@@ -28,9 +29,13 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
 
         child = subprocess.Popen([str(Path(sys.executable).parent / "kbf"), "scheduler"])
         atexit.register(lambda: child.poll() is None and child.terminate())
-    w = SimpleWorker([queue(n) for n in queue_names], connection=get_redis())
+    from kbframework.jobs.heartbeat_worker import HeartbeatWorker
+
+    w = HeartbeatWorker([queue(n) for n in queue_names], connection=get_redis())
     try:
-        w.work(burst=burst, with_scheduler=with_scheduler or burst, logging_level="WARNING")
+        # RQ's scheduler (delayed webhook jobs, retries after their backoff) may run in every
+        # worker: RQ lets one hold it at a time, and another takes over when that one dies
+        w.work(burst=burst, with_scheduler=True, logging_level="WARNING")
     finally:
         if child is not None and child.poll() is None:
             child.terminate()
@@ -48,6 +53,7 @@ def run_cron() -> None:
     cron = CronScheduler(connection=get_redis(), logging_level="WARNING")
     cron.register(jobs.expire_job, "reindex", interval=EXPIRY_EVERY)
     cron.register(jobs.reconcile_due_job, "sync", interval=60)
+    cron.register(jobs.recover_job, "sync", interval=60)
     cron.start()
 
 

@@ -215,8 +215,13 @@ def queue_ingest(doc_ids: list, force: bool = False, inline: bool = False):
     return enqueue("ingest", "kbframework.jobs.tasks.ingest_documents_job", ids, force)
 
 
-def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = 50) -> dict:
-    """Re-index an organization's documents: all, only failed ones, or one document."""
+def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = 50,
+                skip_indexed_since: datetime | None = None) -> dict:
+    """Re-index an organization's documents: all, only failed ones, or one document.
+
+    ``skip_indexed_since``: a retried re-index resumes: documents indexed since the first
+    attempt started are not embedded again. The result counts the outcomes and lists the
+    documents that failed (``failed``: id, title, error), so callers can say how many."""
     with session_scope() as s:
         conds = [Document.organization_id == as_uuid(org_id)]
         if document_id:
@@ -225,18 +230,35 @@ def reindex_now(org_id, which: str = "all", document_id: str | None = None, batc
             conds.append(Document.status == "error")
         else:
             conds.append(Document.status.in_(("active", "error", "syncing")))
-        ids = [str(i) for i in s.scalars(select(Document.id).where(*conds))]
-        if document_id and not ids:
+        total = [str(i) for i in s.scalars(select(Document.id).where(*conds))]
+        if document_id and not total:
             raise NotFound("No such document in this organization.")
+        ids = total
+        if skip_indexed_since is not None and not document_id:
+            done = {str(i) for i in s.scalars(select(Document.id).where(
+                *conds, Document.status == "active", Document.last_synced_at >= skip_indexed_since))}
+            ids = [i for i in total if i not in done]
     from kbframework.ingest.pipeline import ingest_documents
     from kbframework.retrieval.search import forget_counts
 
     counts: dict = {}
+    failed: list[dict] = []
     for i in range(0, len(ids), batch):
         for r in ingest_documents(ids[i:i + batch], force=which in ("all", "document") or bool(document_id)):
             counts[r.action] = counts.get(r.action, 0) + 1
+            if r.action == "error":
+                failed.append({"id": r.document_id, "error": r.error})
         forget_counts(org_id)
-    return {"documents": len(ids), "results": counts}
+    if failed:
+        with session_scope() as s:
+            titles = dict(s.execute(select(Document.id, Document.title).where(
+                Document.id.in_([as_uuid(f["id"]) for f in failed[:200]]))).all())
+        for f in failed[:200]:
+            f["title"] = titles.get(as_uuid(f["id"]))
+    out = {"documents": len(total), "results": counts, "failed_count": len(failed), "failed": failed[:200]}
+    if len(ids) != len(total):
+        out["resumed"] = {"already_indexed": len(total) - len(ids)}
+    return out
 
 
 def validate_role(role: str | None) -> str | None:

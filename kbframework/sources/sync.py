@@ -71,7 +71,10 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
             return {"skipped": f"{src.type} sources have nothing to sync"}
         if kind == "incremental" and src.watermark is None:
             kind = "full"
-        run = SyncRun(organization_id=src.organization_id, source_id=src.id, kind=kind, status="running")
+        owner = _run_owner()
+        _close_stopped_runs(s, src.id, owner)
+        run = SyncRun(organization_id=src.organization_id, source_id=src.id, kind=kind, status="running",
+                      job_id=owner)
         s.add(run)
         src.status = "syncing"
         s.flush()
@@ -115,10 +118,12 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
         _ingest(to_ingest, inline_ingest, stats)
         if kind == "full":
             stats["purged"] = _reconcile(source_id, seen)
+        _resume_waiting(source_id, inline_ingest, stats)
     except Exception as exc:
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         log.warning("sync of %s failed: %s", source_id, reason)
         _ingest(to_ingest, inline_ingest, stats)
+        stats.pop("_queued", None)
         with session_scope() as s:
             s.execute(update(Source).where(Source.id == as_uuid(source_id)).values(
                 status="error", last_error=reason[:2000], updated_at=utcnow()))
@@ -210,8 +215,51 @@ def _ingest(ids: list[str], inline: bool, stats: dict) -> None:
     from kbframework.sources.documents import queue_ingest
 
     stats["embedded_documents"] += len(ids)
+    stats.setdefault("_queued", set()).update(ids)
     for i in range(0, len(ids), BATCH):
-        queue_ingest(ids[i:i + BATCH], inline=inline)
+        res = queue_ingest(ids[i:i + BATCH], inline=inline)
+        if inline:
+            failed = [r for r in res or [] if r.action == "error"]
+            if failed:
+                stats["index_errors"] = stats.get("index_errors", 0) + len(failed)
+
+
+def _run_owner() -> str:
+    """The RQ job running this sync, or this process when it runs inline (CLI, tests)."""
+    from rq import get_current_job
+
+    from kbframework.jobs.recovery import inline_owner
+
+    try:
+        job = get_current_job()
+    except Exception:
+        job = None
+    return job.id if job is not None else inline_owner()
+
+
+def _close_stopped_runs(s, source_id, owner: str) -> None:
+    """A run still ``running`` under this same job is an earlier attempt whose worker died;
+    it is closed before the retry opens its own run."""
+    s.execute(update(SyncRun).where(SyncRun.source_id == source_id, SyncRun.status == "running",
+                                    SyncRun.job_id == owner).values(
+        status="error", finished_at=utcnow(),
+        error="This attempt stopped before it finished (its worker died); the sync was restarted."))
+
+
+def _resume_waiting(source_id, inline: bool, stats: dict) -> None:
+    """Documents of this source still waiting for indexing that this run did not queue (an
+    earlier run stopped between saving them and queueing their indexing) are indexed now, so
+    a restarted sync leaves no document half done."""
+    queued = stats.pop("_queued", set())
+    with session_scope() as s:
+        waiting = [str(i) for i in s.scalars(select(Document.id).where(
+            Document.source_id == as_uuid(source_id), Document.status == "syncing"))]
+    rest = [i for i in waiting if i not in queued]
+    if rest:
+        stats["resumed"] = len(rest)
+        _ingest(rest, inline, stats)
+        stats["embedded_documents"] -= len(rest)
+        stats.pop("_queued", None)
 
 
 def _reconcile(source_id, seen: set[str]) -> int:

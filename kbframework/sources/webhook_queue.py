@@ -16,6 +16,7 @@ from datetime import timedelta
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
 
+from kbframework.jobs.policy import enqueue_options
 from kbframework.jobs.queues import get_redis, queue
 
 COALESCE_SECONDS = 2
@@ -62,7 +63,7 @@ def schedule_item(source_id: str, external_id: str, event: str, webhook_event_id
             try:
                 queue("webhook").enqueue_in(timedelta(seconds=COALESCE_SECONDS), "kbframework.jobs.tasks.webhook_job",
                                             str(source_id), str(external_id), event, None, webhook_event_id,
-                                            job_id=job_id)
+                                            job_id=job_id, **enqueue_options("webhook"))
             except Exception:
                 r.delete(pending_key)  # no job behind the mark: let the next delivery try again
                 raise

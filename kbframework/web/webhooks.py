@@ -160,7 +160,21 @@ def receive(type_, source_id):
         log.info("stale webhook ignored for %s/%s (delivery %s): %s is not newer than what we hold",
                  source_id, verdict.get("external_id"), verdict.get("delivery_id"), modified)
         return {"ok": True, "stale": True}
+    import redis
+
     from kbframework.sources.webhook_queue import schedule_item
 
-    job_id = schedule_item(str(sid), verdict["external_id"], verdict.get("event", "updated"), event_id)
+    event = verdict.get("event", "updated")
+    try:
+        job_id = schedule_item(str(sid), verdict["external_id"], event, event_id)
+    except redis.RedisError as exc:
+        # The receipt is stored; its work waits in the outbox (same database) until Redis is
+        # back, so the delivery is accepted rather than refused and later called a duplicate.
+        from kbframework.jobs.outbox import hold
+
+        held = hold("webhook", "kbframework.jobs.tasks.webhook_job",
+                    [str(sid), verdict["external_id"], event, None, event_id], {},
+                    f"wh-{sid}-{verdict['external_id']}-held-{event_id}", f"Redis is not reachable: {exc}")
+        return {"ok": True, "queued": False, "accepted": True, "job_id": held.id,
+                "message": "Accepted: the change is applied as soon as the job queue is reachable again."}, 202
     return {"ok": True, "queued": True, "job_id": job_id}, 202

@@ -36,3 +36,17 @@ def int_arg(v, default):
         return int(v) if v not in (None, "") else default
     except ValueError:
         raise ValidationFailed(f"'{v}' is not a number.")
+
+
+HELD_MESSAGE = ("Saved. The job queue is not reachable right now; the document is indexed as soon "
+                "as it is back.")
+
+
+def accepted(out: dict, job, status: int):
+    """A write that succeeded while its job had to wait in the outbox (Redis unreachable):
+    202 and a body that says the work will happen, instead of refusing a saved write."""
+    from kbframework.jobs.queues import is_held
+
+    if is_held(job):
+        return {**out, "accepted": True, "indexing": "pending", "message": HELD_MESSAGE}, 202
+    return out, status

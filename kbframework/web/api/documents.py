@@ -8,7 +8,7 @@ from marshmallow import ValidationError
 from kbframework.db import session_scope
 from kbframework.errors import ValidationFailed
 from kbframework.sources import documents as docs
-from kbframework.web.api.common import blueprint, body, int_arg, org_id
+from kbframework.web.api.common import accepted, blueprint, body, int_arg, org_id
 from kbframework.web.auth import admin_required
 
 bp = blueprint("documents", __name__)
@@ -40,10 +40,10 @@ def create_manual():
         doc = docs.create_manual(s, org_id(), data)
         out = docs.doc_to_dict(doc)
         doc_id = doc.id
-    docs.queue_ingest([doc_id], inline=request.args.get("wait") == "1")
+    job = docs.queue_ingest([doc_id], inline=request.args.get("wait") == "1")
     with session_scope() as s:
         out = docs.doc_to_dict(docs.get_document(s, org_id(), doc_id))
-    return out, 201
+    return accepted(out, job, 201)
 
 
 @bp.put("/documents/manual/<doc_id>")
@@ -53,9 +53,9 @@ def update_manual(doc_id):
     with session_scope() as s:
         doc = docs.update_manual(s, org_id(), doc_id, data)
         did = doc.id
-    docs.queue_ingest([did], inline=request.args.get("wait") == "1")
+    job = docs.queue_ingest([did], inline=request.args.get("wait") == "1")
     with session_scope() as s:
-        return docs.doc_to_dict(docs.get_document(s, org_id(), did))
+        return accepted(docs.doc_to_dict(docs.get_document(s, org_id(), did)), job, 200)
 
 
 @bp.post("/documents/<doc_id>/duplicate")
@@ -64,9 +64,9 @@ def duplicate(doc_id):
     with session_scope() as s:
         doc = docs.duplicate_manual(s, org_id(), doc_id)
         did = doc.id
-    docs.queue_ingest([did])
+    job = docs.queue_ingest([did])
     with session_scope() as s:
-        return docs.doc_to_dict(docs.get_document(s, org_id(), did)), 201
+        return accepted(docs.doc_to_dict(docs.get_document(s, org_id(), did)), job, 201)
 
 
 @bp.put("/documents/<doc_id>/status")
@@ -88,7 +88,8 @@ def reindex(doc_id):
     with session_scope() as s:
         docs.get_document(s, org_id(), doc_id)
     job = docs.queue_ingest([doc_id], force=True, inline=request.args.get("wait") == "1")
-    return {"queued": request.args.get("wait") != "1", "job_id": getattr(job, "id", None)}, 202
+    out = {"queued": request.args.get("wait") != "1", "job_id": getattr(job, "id", None)}
+    return accepted(out, job, 202)
 
 
 @bp.post("/documents/<doc_id>/restore")

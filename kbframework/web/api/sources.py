@@ -87,6 +87,11 @@ def sync_source(source_id):
         if src.status == "disabled":
             raise KBError("This source is disabled; enable it first.", code="source_disabled", status=409)
     job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", str(source_id), kind)
+    from kbframework.jobs.queues import is_held
+
+    if is_held(job):
+        return {"queued": False, "accepted": True, "job_id": job.id, "kind": kind,
+                "message": "The job queue is not reachable right now; the sync starts as soon as it is back."}, 202
     return {"queued": True, "job_id": job.id, "kind": kind}, 202
 
 

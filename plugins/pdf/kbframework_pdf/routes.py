@@ -25,4 +25,6 @@ def upload_pdf():
                  role=request.form.get("role") or "support",
                  replace_document_id=request.form.get("replace_document_id") or None,
                  inline=request.args.get("wait") == "1")
+    if out.get("accepted"):
+        return out, 202  # stored; indexed once the job queue is reachable again
     return out, 201 if not request.form.get("replace_document_id") else 200

@@ -41,17 +41,24 @@ def upload(org_id, data: bytes, filename: str | None, title: str | None = None, 
                                       "pending_filename": filename, "pending_title": title, "filename": filename})
             s.add(doc)
             doc_id = str(doc.id)
+    held = False
     if inline:
         extract_job(doc_id)
     else:
         from kbframework.jobs.queues import enqueue
 
-        enqueue("ingest", "kbframework_pdf.service.extract_job", doc_id)
+        # while Redis is away the job waits in the outbox and runs once it is back
+        held = bool(getattr(enqueue("ingest", "kbframework_pdf.service.extract_job", doc_id), "held", False))
     with session_scope() as s:
         d = s.get(Document, as_uuid(doc_id))
         from kbframework.sources.documents import doc_to_dict
 
-        return doc_to_dict(d)
+        out = doc_to_dict(d)
+    if held:
+        out.update(accepted=True, indexing="pending",
+                   message="Saved. The job queue is not reachable right now; the file is indexed as soon as "
+                           "it is back.")
+    return out
 
 
 def extract_job(document_id: str) -> dict:

@@ -1,0 +1,118 @@
+"""The worker class behind ``kbf worker``: RQ's in-process ``SimpleWorker`` (models and
+plugins load once) with a heartbeat that keeps beating while a job runs.
+
+RQ's SimpleWorker cannot beat while its only thread runs the job, so it registers every job
+as alive for the job's whole timeout plus a minute: a worker killed mid-job left its job
+``started`` for about an hour. Here a thread renews the job's registration every few seconds
+with a short lease (``KB_JOB_HEARTBEAT_SECONDS``); when the process dies the lease runs out
+and the next sweep, on any worker, retries or fails the job. The worker also sweeps often
+(``KB_JOB_SWEEP_SECONDS``), not every ten minutes, and its sweep runs our recovery
+(``kbframework.jobs.recovery.sweep``) after RQ's own registry cleanup.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+from rq import SimpleWorker
+
+from kbframework.jobs import policy
+
+log = logging.getLogger("kbframework.worker")
+
+
+class HeartbeatWorker(SimpleWorker):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("maintenance_interval", max(1, int(policy.sweep_seconds())))
+        super().__init__(*args, **kwargs)
+
+    @property
+    def dequeue_timeout(self) -> int:
+        # wake up at least once per sweep even when no job arrives, so sweeps run on idle workers
+        return max(1, min(super().dequeue_timeout, int(policy.sweep_seconds())))
+
+    def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
+        return policy.heartbeat_seconds()
+
+    def execute_job(self, job, queue):
+        stop = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(job, stop), name="kbf-heartbeat", daemon=True)
+        beat.start()
+        try:
+            return super().execute_job(job, queue)
+        finally:
+            stop.set()
+            beat.join(timeout=5)
+
+    def _beat(self, job, stop: threading.Event) -> None:
+        every = max(0.5, policy.heartbeat_seconds() / 4)
+        while not stop.wait(every):
+            execution = next(iter(list(self.executions.values())), None)
+            if execution is None or execution.job_id != job.id:
+                continue
+            try:
+                self.maintain_heartbeats(job, execution)
+            except Exception as exc:  # Redis away for a moment: the next beat tries again
+                log.warning("job %s: heartbeat failed: %s", job.id, exc)
+
+    def run_maintenance_tasks(self):
+        try:
+            release_dead_scheduler_locks(self.connection, [q.name for q in self.queues])
+        except Exception as exc:
+            log.warning("could not check the scheduler locks: %s", exc)
+        super().run_maintenance_tasks()
+        if self.scheduler is not None and (not self.scheduler._process or not self.scheduler._process.is_alive()):
+            self.scheduler.acquire_locks(auto_start=True)  # a lock freed above: take over at once
+        try:
+            from kbframework.jobs.recovery import sweep
+
+            sweep(self.connection)
+        except Exception as exc:  # never let recovery stop the worker
+            log.warning("recovery sweep failed: %s", exc)
+
+
+def release_dead_scheduler_locks(connection, queue_names) -> list[str]:
+    """RQ's scheduler (which runs retries when their backoff is over) holds a lock per queue
+    for a minute after its process dies. A lock held by a scheduler process that no longer
+    exists on this host is released, so a live worker's scheduler takes over at once."""
+    from rq.scheduler import SCHEDULER_KEY_TEMPLATE, SCHEDULER_LOCKING_KEY_TEMPLATE
+
+    host = socket.gethostname()
+    freed = []
+    for name in queue_names:
+        key = SCHEDULER_LOCKING_KEY_TEMPLATE % name
+        owner = connection.get(key)
+        if not owner:
+            continue
+        owner = owner.decode() if isinstance(owner, bytes) else str(owner)
+        info = connection.hgetall(SCHEDULER_KEY_TEMPLATE % owner)
+        info = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+                for k, v in info.items()}
+        if info.get("hostname") != host or not str(info.get("pid") or "").isdigit():
+            continue  # another machine's scheduler, or not yet registered: its lock expires by itself
+        if _alive(int(info["pid"])):
+            continue
+        # delete only if it still names the dead scheduler
+        connection.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
+                        "return 0", 1, key, owner)
+        freed.append(name)
+    if freed:
+        log.warning("released the scheduler lock of a dead scheduler for %s", ", ".join(freed))
+    return freed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (killed, not yet reaped by its parent) is dead too
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
