@@ -275,3 +275,176 @@ def test_a_job_that_keeps_dying_ends_failed_and_visible(kb_source, kb_http_serve
     listed = json.loads(kbf("jobs", "--json", "--state", "failed", env=worker_env(kb_services)).stdout)["jobs"]
     failed = next(j for j in listed if j["id"] == job.id)
     assert failed["attempts"] == 2 and "worker running it stopped" in failed["reason"]
+
+
+# ----------------------------------------------------------------------------- Redis outage
+
+
+@pytest.fixture
+def redis_outage(kb_services):
+    """Stop the test's own Redis server (a real redis-server process) and start it again."""
+    from kbframework import services
+
+    state = {"down": False}
+
+    def stop():
+        services.stop_redis(kb_services)
+        assert not services.redis_running(kb_services)
+        state["down"] = True
+
+    def start():
+        services.start_redis(kb_services)
+        state["down"] = False
+
+    yield stop, start
+    if state["down"]:
+        start()
+
+
+def burst_worker(kb_services):
+    """A real `kbf worker --burst` once Redis is back: its first sweep queues held work."""
+    r = subprocess.run([KBF, "worker", "--burst"], env=worker_env(kb_services), capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode == 0, r.stderr
+
+
+def test_webhook_during_a_redis_outage_is_applied_once_redis_is_back(kb_admin, kb_services, redis_outage):
+    import base64
+    import hashlib
+    import hmac
+
+    from tests.fakes.woocommerce_server import FakeWooStore
+    from kbframework.models import WebhookEvent
+    from kbframework.sources.sync import run_sync
+    from kbframework.testing import set_org_extra
+
+    csv = ROOT.parent / "shared" / "data" / "woocommerce" / "sample_data" / "sample_products.csv"
+    if not csv.exists():
+        pytest.skip("shared WooCommerce fixtures missing")
+    stop, start = redis_outage
+    secret = "whsec_outage_test"
+    with FakeWooStore.from_sample_csv(str(csv)) as store:
+        set_org_extra(kb_admin.org, allow_private_network=True)
+        r = kb_admin.post("/api/admin/v1/sources", json={"type": "woocommerce", "name": "Shop", "config": {
+            "store_url": store.url, "consumer_key": store.consumer_key, "consumer_secret": store.consumer_secret,
+            "webhook_secret": secret}})
+        assert r.status_code == 201, r.get_data(as_text=True)
+        sid = r.get_json()["id"]
+        assert run_sync(sid, "full", inline_ingest=True)["status"] == "ok"
+
+        store.update(46, regular_price="31")
+        body = store.webhook_body("product.updated", 46)
+        sig = base64.b64encode(hmac.new(secret.encode(), body, hashlib.sha256).digest()).decode()
+        headers = {"X-WC-Webhook-Topic": "product.updated", "X-WC-Webhook-Resource": "product",
+                   "X-WC-Webhook-Event": "updated", "X-WC-Webhook-Signature": sig, "X-WC-Webhook-ID": "142",
+                   "X-WC-Webhook-Delivery-ID": "outage-1", "Content-Type": "application/json"}
+        url = f"/api/webhooks/v1/woocommerce/{sid}"
+
+        stop()
+        r = kb_admin.client.post(url, data=body, headers=headers)
+        # accepted, not refused: the receipt and its pending work are both in PostgreSQL
+        assert r.status_code == 202, r.get_data(as_text=True)
+        answer = r.get_json()
+        assert answer["accepted"] is True and answer["queued"] is False and "as soon as" in answer["message"]
+        assert count("SELECT count(*) FROM job_outbox WHERE queue = 'webhook'") == 1
+        # WooCommerce retrying the same delivery changes nothing (one receipt, one held job)
+        assert kb_admin.client.post(url, data=body, headers=headers).get_json()["duplicate"] is True
+        assert count("SELECT count(*) FROM job_outbox") == 1
+        start()
+
+        burst_worker(kb_services)
+        assert count("SELECT count(*) FROM job_outbox") == 0
+        with session_scope() as s:
+            doc = s.scalar(select(Document).where(Document.source_id == uuid.UUID(sid), Document.external_id == "46"))
+            assert doc.metadata_["price"] == 31
+            ev = s.scalars(select(WebhookEvent).where(WebhookEvent.source_id == uuid.UUID(sid))).all()
+            assert [e.outcome for e in ev] == ["cheap"]
+
+
+def test_note_saved_during_a_redis_outage_is_indexed_once_redis_is_back(kb_admin, kb_services, redis_outage):
+    stop, start = redis_outage
+    stop()
+    r = kb_admin.post("/api/admin/v1/documents/manual", json={
+        "title": "Winter opening hours", "body": "In winter the shop opens at 10:00 and closes at 18:00."})
+    assert r.status_code == 202, r.get_data(as_text=True)
+    note = r.get_json()
+    assert note["accepted"] is True and note["indexing"] == "pending" and note["status"] == "syncing"
+    assert "indexed as soon as" in note["message"]
+    # an edit made during the outage is kept too
+    r = kb_admin.put(f"/api/admin/v1/documents/manual/{note['id']}", json={
+        "body": "In winter the shop opens at 10:00 and closes at 17:30."})
+    assert r.status_code == 202 and r.get_json()["indexing"] == "pending"
+    assert count("SELECT count(*) FROM job_outbox WHERE queue = 'ingest'") == 2
+    # the operator sees the held work
+    listed = json.loads(kbf("jobs", "--json", env=worker_env(kb_services)).stdout)["jobs"]
+    assert [j["state"] for j in listed] == ["held", "held"]
+    start()
+
+    burst_worker(kb_services)
+    doc = kb_admin.get(f"/api/admin/v1/documents/{note['id']}").get_json()
+    assert doc["status"] == "active" and doc["chunk_count"] > 0
+    assert "17:30" in " ".join(c["content"] for c in doc["chunks"])
+    assert count("SELECT count(*) FROM job_outbox") == 0
+
+
+# ----------------------------------------------------------------------------- exit codes and stuck runs
+
+
+def test_cli_exit_codes_count_failed_documents(kb_source, kb_http_server, kb_org, kb_services):
+    env = worker_env(kb_services)
+    srv = slow_site(kb_http_server, 6, delay=0, broken=frozenset({2, 4}))
+    src = kb_source("sitemap", {"sitemap_urls": [srv.url + "/sitemap.xml"]})
+    r = kbf("source", "sync", src.id, "--full", "--wait", env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "2 of 6 items failed" in r.stderr
+    assert json.loads(r.stdout)["stats"]["errors"] == 2
+
+    # all well: exit 0
+    ok = kb_source("sitemap", {"sitemap_urls": [slow_site(kb_http_server, 3, delay=0).url + "/sitemap.xml"]},
+                   name="fine")
+    assert kbf("source", "sync", ok.id, "--full", "--wait", env=env).returncode == 0
+
+    assert kbf("reindex", "--org", kb_org["slug"], "--all", env=env).returncode == 0
+    # documents that cannot be indexed (no text left): non-zero, with the count
+    with get_engine().begin() as conn:
+        conn.execute(text("UPDATE documents SET normalized_content = '', title = '' WHERE id IN "
+                          "(SELECT id FROM documents WHERE source_id = :s ORDER BY external_id LIMIT 2)"), {"s": ok.id})
+    r = kbf("reindex", "--org", kb_org["slug"], "--all", env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["failed_count"] == 2 and len(out["failed"]) == 2 and all(f["error"] for f in out["failed"])
+    assert f"2 of {out['documents']} documents failed" in r.stderr
+
+
+def test_a_sync_left_running_by_a_dead_process_is_recovered(kb_source, kb_services):
+    """A CLI sync (`kbf source sync --wait`) killed mid-run: the sweep sees its process is
+    gone, closes the run and puts the source back where reconciliation finds it."""
+    from kbframework.jobs.recovery import SWEEP_LOCK, sweep
+    from kbframework.jobs.queues import get_redis
+    from kbframework.jobs.worker import due_sources
+
+    srv_src = kb_source("sitemap", {"sitemap_urls": ["http://127.0.0.1:9/sitemap.xml"]}, interval=5)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with session_scope() as s:
+        source = s.get(Source, uuid.UUID(srv_src.id))
+        source.status = "syncing"
+        s.add(SyncRun(organization_id=source.organization_id, source_id=source.id, kind="full",
+                      status="running", job_id=f"pid:{os.uname().nodename}:{dead.pid}"))
+        live = SyncRun(organization_id=source.organization_id, source_id=source.id, kind="full",
+                       status="running", job_id=f"pid:{os.uname().nodename}:{os.getpid()}")
+        s.add(live)
+    get_redis().delete(SWEEP_LOCK)
+    assert srv_src.id not in due_sources()
+    out = sweep()
+    assert out["runs"] == {"runs": 1, "sources": 0}  # the live one keeps the source syncing
+    with session_scope() as s:
+        s.get(SyncRun, live.id).status = "success"
+    get_redis().delete(SWEEP_LOCK)
+    assert sweep()["runs"] == {"runs": 0, "sources": 1}
+    with session_scope() as s:
+        source = s.get(Source, uuid.UUID(srv_src.id))
+        assert source.status == "error" and "stopped before it finished" in source.last_error
+        runs = s.scalars(select(SyncRun).where(SyncRun.source_id == source.id)).all()
+        assert sorted(r.status for r in runs) == ["error", "success"]
+    assert srv_src.id in due_sources()
