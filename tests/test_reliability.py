@@ -242,7 +242,8 @@ def test_worker_killed_mid_reindex_resumes_without_partial_documents(kb_org, wor
     assert no_duplicate_chunks()
 
 
-def test_a_job_that_keeps_dying_ends_failed_and_visible(kb_source, kb_http_server, workers, kb_services):
+def test_a_job_that_keeps_dying_ends_failed_and_visible(kb_source, kb_http_server, workers, kb_services,
+                                                        kb_admin, kb_app):
     """Every attempt's worker is killed: after the last retry the job is failed, the run and
     the source say why, and the source stays due for reconciliation."""
     srv = slow_site(kb_http_server, 60, delay=0.2)
@@ -275,6 +276,19 @@ def test_a_job_that_keeps_dying_ends_failed_and_visible(kb_source, kb_http_serve
     listed = json.loads(kbf("jobs", "--json", "--state", "failed", env=worker_env(kb_services)).stdout)["jobs"]
     failed = next(j for j in listed if j["id"] == job.id)
     assert failed["attempts"] == 2 and "worker running it stopped" in failed["reason"]
+
+    # the admin API shows the organization's failed work with its reason, and only its own
+    view = kb_admin.get("/api/admin/v1/jobs?state=failed").get_json()
+    assert [j["id"] for j in view["jobs"]] == [job.id] and "stopped" in view["jobs"][0]["reason"]
+    assert kb_admin.get("/api/admin/v1/jobs?state=bogus").status_code == 400
+    from kbframework.db import session_scope as scope
+    from kbframework.orgs.accounts import create_org
+    from kbframework.testing import login_client
+
+    with scope() as s:
+        create_org(s, "Other Org", "UTC", "other-org")
+    other = login_client(kb_app, {"slug": "other-org"}, "other@test.example", "correct horse battery")
+    assert other.get("/api/admin/v1/jobs?state=failed").get_json()["jobs"] == []
 
 
 # ----------------------------------------------------------------------------- Redis outage
@@ -375,7 +389,10 @@ def test_note_saved_during_a_redis_outage_is_indexed_once_redis_is_back(kb_admin
         "body": "In winter the shop opens at 10:00 and closes at 17:30."})
     assert r.status_code == 202 and r.get_json()["indexing"] == "pending"
     assert count("SELECT count(*) FROM job_outbox WHERE queue = 'ingest'") == 2
-    # the operator sees the held work
+    # the organization's admin sees the held work, and so does the operator (a `kbf` command
+    # starts the embedded Redis again if it is down, as every kbf command does)
+    view = kb_admin.get("/api/admin/v1/jobs").get_json()
+    assert view["queue_reachable"] is False and view["counts"] == {"held": 2}
     listed = json.loads(kbf("jobs", "--json", env=worker_env(kb_services)).stdout)["jobs"]
     assert [j["state"] for j in listed] == ["held", "held"]
     start()

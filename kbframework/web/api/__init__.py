@@ -10,9 +10,9 @@ from flask import Flask
 
 
 def register(app: Flask) -> None:
-    from kbframework.web.api import (account, chat, dashboard, documents, feedback, keys, markdown, providers,
-                                     settings, sources, usage)
+    from kbframework.web.api import (account, chat, dashboard, documents, feedback, jobs, keys, markdown,
+                                     providers, settings, sources, usage)
 
-    for module in (account, chat, dashboard, documents, feedback, keys, markdown, providers, settings, sources,
-                   usage):
+    for module in (account, chat, dashboard, documents, feedback, jobs, keys, markdown, providers, settings,
+                   sources, usage):
         app.register_blueprint(module.bp)
