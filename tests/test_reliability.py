@@ -465,3 +465,72 @@ def test_a_sync_left_running_by_a_dead_process_is_recovered(kb_source, kb_servic
         runs = s.scalars(select(SyncRun).where(SyncRun.source_id == source.id)).all()
         assert sorted(r.status for r in runs) == ["error", "success"]
     assert srv_src.id in due_sources()
+
+
+def test_a_hung_job_is_stopped_at_its_time_limit_and_fails_visibly(kb_source, kb_http_server, workers, kb_services):
+    """A sync that outlives its time limit (a source answering very slowly) is stopped even
+    though the sync itself records item errors and carries on, retried, then failed."""
+    from rq import Retry
+    from rq.job import Job
+
+    from kbframework.jobs.queues import enqueue, get_redis
+
+    srv = slow_site(kb_http_server, 40, delay=0.5)
+    src = kb_source("sitemap", {"sitemap_urls": [srv.url + "/sitemap.xml"], "concurrency": 1})
+    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", src.id, "full", retry=Retry(max=1, interval=[1]),
+                  job_timeout=3)
+    workers()
+    wait_for(lambda: Job.fetch(job.id, connection=get_redis()).get_status() == "failed", 60,
+             "the job to fail after its time limit twice")
+    meta = Job.fetch(job.id, connection=get_redis()).meta
+    assert [f["reason"] for f in meta["failures"]] == ["it ran longer than its time limit "
+                                                       "(Task exceeded maximum timeout value (3 seconds))"] * 2
+    with session_scope() as s:
+        source = s.get(Source, uuid.UUID(src.id))
+        assert source.status == "error" and "time limit" in source.last_error
+        runs = s.scalars(select(SyncRun).where(SyncRun.source_id == source.id)).all()
+        assert len(runs) == 2 and all(r.status == "error" and "time limit" in r.error for r in runs)
+
+
+def test_a_receipt_whose_job_was_lost_is_fetched_again(kb_admin, kb_drain):
+    """A receipt recorded, then the process died before queueing its job (or Redis lost it):
+    ten minutes on, the sweep fetches the item again, once."""
+    from datetime import datetime, timedelta, timezone
+
+    from tests.fakes.woocommerce_server import FakeWooStore
+    from kbframework.jobs.queues import get_redis
+    from kbframework.jobs.recovery import SWEEP_LOCK, sweep
+    from kbframework.models import WebhookEvent
+    from kbframework.sources.sync import run_sync
+    from kbframework.testing import set_org_extra
+
+    csv = ROOT.parent / "shared" / "data" / "woocommerce" / "sample_data" / "sample_products.csv"
+    if not csv.exists():
+        pytest.skip("shared WooCommerce fixtures missing")
+    with FakeWooStore.from_sample_csv(str(csv)) as store:
+        set_org_extra(kb_admin.org, allow_private_network=True)
+        r = kb_admin.post("/api/admin/v1/sources", json={"type": "woocommerce", "name": "Shop", "config": {
+            "store_url": store.url, "consumer_key": store.consumer_key, "consumer_secret": store.consumer_secret,
+            "webhook_secret": "whsec_lost"}})
+        sid = r.get_json()["id"]
+        assert run_sync(sid, "full", inline_ingest=True)["status"] == "ok"
+        store.update(46, regular_price="29")
+        with session_scope() as s:
+            src = s.get(Source, uuid.UUID(sid))
+            old = WebhookEvent(organization_id=src.organization_id, source_id=src.id, delivery_id="lost-1",
+                               topic="product.updated", external_id="46", outcome="queued",
+                               received_at=datetime.now(timezone.utc) - timedelta(minutes=15))
+            fresh = WebhookEvent(organization_id=src.organization_id, source_id=src.id, delivery_id="fresh-1",
+                                 topic="product.updated", external_id="47", outcome="queued")
+            s.add_all([old, fresh])
+        get_redis().delete(SWEEP_LOCK)
+        assert sweep()["receipts"] == 1  # the fresh one may still have its job on the way
+        get_redis().delete(SWEEP_LOCK)
+        assert sweep()["receipts"] == 0  # queued once, not on every sweep
+        kb_drain()
+        with session_scope() as s:
+            doc = s.scalar(select(Document).where(Document.source_id == uuid.UUID(sid), Document.external_id == "46"))
+            assert doc.metadata_["price"] == 29
+            outcomes = dict(s.execute(select(WebhookEvent.delivery_id, WebhookEvent.outcome)
+                                      .where(WebhookEvent.source_id == uuid.UUID(sid))).all())
+            assert outcomes == {"lost-1": "cheap", "fresh-1": "queued"}

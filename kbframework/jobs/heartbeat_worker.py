@@ -17,13 +17,35 @@ import socket
 import threading
 
 from rq import SimpleWorker
+from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
 from kbframework.jobs import policy
 
 log = logging.getLogger("kbframework.worker")
 
 
+class TimeLimitExceeded(BaseException):
+    """Raised inside a job at its kind's time limit. Not an ``Exception``: jobs record a
+    failing item and carry on (``except Exception``), which would swallow RQ's own timeout
+    and let a hung job run on without any limit."""
+
+
+_armed = threading.local()
+
+
+class TimeLimit(UnixSignalDeathPenalty):
+    """The job body's limit raises TimeLimitExceeded; other limits (callbacks) stay RQ's."""
+
+    def __init__(self, timeout, exception=JobTimeoutException, **kwargs):
+        if exception is JobTimeoutException and getattr(_armed, "job", False):
+            _armed.job = False
+            exception = TimeLimitExceeded
+        super().__init__(timeout, exception, **kwargs)
+
+
 class HeartbeatWorker(SimpleWorker):
+    death_penalty_class = TimeLimit
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("maintenance_interval", max(1, int(policy.sweep_seconds())))
         super().__init__(*args, **kwargs)
@@ -32,6 +54,13 @@ class HeartbeatWorker(SimpleWorker):
     def dequeue_timeout(self) -> int:
         # wake up at least once per sweep even when no job arrives, so sweeps run on idle workers
         return max(1, min(super().dequeue_timeout, int(policy.sweep_seconds())))
+
+    def perform_job(self, *args, **kwargs):
+        _armed.job = True  # the first limit set up from here on is the job's own
+        try:
+            return super().perform_job(*args, **kwargs)
+        finally:
+            _armed.job = False
 
     def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
         return policy.heartbeat_seconds()

@@ -59,7 +59,9 @@ def failure_reason(exc_type, exc_value) -> str:
 
     if exc_type is not None and issubclass(exc_type, AbandonedJobError):
         return f"the worker running it stopped (no heartbeat for {heartbeat_seconds()} s)"
-    if exc_type is not None and issubclass(exc_type, JobTimeoutException):
+    from kbframework.jobs.heartbeat_worker import TimeLimitExceeded
+
+    if exc_type is not None and issubclass(exc_type, (JobTimeoutException, TimeLimitExceeded)):
         return f"it ran longer than its time limit ({exc_value})"
     name = exc_type.__name__ if exc_type is not None else "error"
     message = getattr(exc_value, "message", None) or str(exc_value or "")
