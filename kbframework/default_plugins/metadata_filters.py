@@ -1,11 +1,11 @@
-"""Built-in rule-based metadata extractor (§5): price bounds, stock, and the organization's own
-vocabulary (its categories, tags, cities and venues, given by the host in
-``context["vocabulary"]``). No LLM; a word becomes a tag filter only when it is one of the
-organization's tags ("red" is a colour filter only in a shop that tags things "red")."""
+"""Built-in rule-based metadata extractor: price bounds ("free entry" and "no cover" are price 0),
+stock, and the organization's own vocabulary (its categories, tags, cities and venues, given by
+the host in ``context["vocabulary"]``). No LLM; a word becomes a tag filter only when it is one of
+the organization's tags ("red" is a colour filter only in a shop that tags things "red")."""
 from __future__ import annotations
 
 from kbframework.hooks.markers import hookimpl
-from kbframework.retrieval.phrases import find_prices, find_stock, vocabulary_index
+from kbframework.retrieval.phrases import find_free, find_prices, find_stock, vocabulary_index
 from kbframework.types import FilterPart
 
 EXTRACTOR = "rules"
@@ -14,7 +14,10 @@ EXTRACTOR = "rules"
 @hookimpl(trylast=True)
 def kb_extract_filters(query, context):
     parts: list[FilterPart] = []
-    for f in find_prices(query) + find_stock(query):
+    prices = find_prices(query)
+    if not any(f.field == "price_max" for f in prices):
+        prices += find_free(query)  # "free entry", "no cover": price 0
+    for f in prices + find_stock(query):
         parts.append(FilterPart(f.field, f.value, extractor=EXTRACTOR, matched=f.matched))
     vocab = context.get("vocabulary") or {}
     if vocab:

@@ -302,6 +302,8 @@ def explain(parts: list[FilterPart], pf: Prefilter, tz: str | None = None) -> li
                 a, b = a.astimezone(zone), b.astimezone(zone)
             lines.append(f"events overlapping {a:%a %d %b %H:%M} – {b:%a %d %b %H:%M}"
                          f"{' (past events included)' if v.get('past') else ''} {who}")
+        elif p.field == "price_max" and v == 0:
+            lines.append(f"free products/events only (price 0) {who}")
         elif p.field == "price_max":
             lines.append(f"products/events priced at most {v:g} {who}")
         elif p.field == "price_min":
