@@ -354,7 +354,7 @@ def _residual(query: str, parts: list[FilterPart]) -> str:
 
 
 _GENERIC = frozenset("event events thing things stuff item items product products option options plans "
-                     "happening going fun".split())
+                     "happening going fun party parties".split())
 
 
 def has_content(text_: str, generic: bool = False) -> bool:
