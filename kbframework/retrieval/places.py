@@ -49,7 +49,7 @@ _NOT_PLACES = frozenset(fold(w) for w in """
 monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat sun
 january february march april may june july august september october november december jan feb mar apr
 jun jul aug sep sept oct nov dec christmas easter xmas halloween summer winter spring autumn fall
-noon midnight night nights morning evening weekend weekends today tonight tomorrow
+noon midnight night nights morning evening weekend weekends today tonight tomorrow eve new year
 stock store shop shops checkout cash euro euros eur usd gbp rsd paypal visa mastercard amex total
 advance person order orders cart basket english serbian german french spanish italian russian
 black white red blue green pink grey gray navy beige brown yellow orange purple gold silver cream
@@ -93,8 +93,8 @@ def find_places(query: str, extra_names=()) -> list[Place]:
             else:
                 break
         keep = _clean_name(keep)
-        if not keep or fold(keep[0]).rstrip(".") in _NOT_PLACES:
-            continue
+        if not keep or all(fold(w).rstrip(".") in _NOT_PLACES for w in keep):
+            continue  # "in Red", "at Christmas Eve" ("at the Blue Note" is a place)
         if len(keep) == 1 and (len(keep[0]) < 3 or keep[0].isupper() and len(keep[0]) <= 3):
             continue  # "in M", "at XL", "in EU"
         name = " ".join(keep).rstrip(".,;:!?")
