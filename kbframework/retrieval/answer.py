@@ -296,8 +296,9 @@ def build_cards(passages: list[dict], preset) -> list[dict]:
 
 def build_sources(passages: list[dict], question: str = "") -> list[dict]:
     """The sources list. A passage that spans pages cites the page its best-matching text is
-    on ("page 12"), and keeps the whole range in ``page_range``."""
-    from kbframework.ingest.chunker import best_page
+    on ("page 12"), keeps the whole range in ``page_range``, and its snippet starts at the
+    sentence that answers, so a reader can check it."""
+    from kbframework.ingest.chunker import best_spot
     from kbframework.providers.extractive import _terms
 
     terms = _terms(question)
@@ -306,11 +307,9 @@ def build_sources(passages: list[dict], question: str = "") -> list[dict]:
         meta = p["metadata"] or {}
         content = re.sub(r"(?m)^#{1,6}\s+", "", p["content"])  # no markdown heading marks
         pages = page_label(meta)
-        page = best_page(meta, p["content"], terms)
-        start = 0
+        page, start = best_spot(meta, p["content"], terms)
         if page is not None:
             pages = f"page {page}"
-            start = next((off for pg, off in meta["page_offsets"] if pg == page), 0)
             content = re.sub(r"(?m)^#{1,6}\s+", "", p["content"][start:])
         snippet = " ".join(content.split())
         out.append({"n": p["n"], "document_id": str(p["document_id"]), "document_title": p["title"],
