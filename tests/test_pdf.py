@@ -1,5 +1,6 @@
 """PDF knowledge through the API and CLI, on the real services, with the shared real PDFs."""
 import io
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -140,6 +141,28 @@ def test_answer_cites_the_page_the_answer_is_on(kb_admin):
     detail = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()
     assert "ACME MPPT 2000 - Operating manual" not in detail["normalized_content"]  # running header gone
     assert "Page 12 of 20" not in detail["normalized_content"]  # footer gone
+
+
+def test_two_column_manual_cites_the_page_that_answers(kb_admin):
+    """Facts on two-column pages beside look-alike sections about another model: the cited page
+    is the one with the answer, and no running header or footer is left in the text."""
+    from tests.pdf_manual import FOOTER, HEADER, manual_pdf
+
+    doc = upload(kb_admin, manual_pdf(), "x200-manual.pdf", title="ACME X200 manual").get_json()
+    assert doc["status"] == "active", doc
+    detail = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()
+    text = detail["normalized_content"]
+    assert HEADER not in text and FOOTER not in text and "4. Cleaning" not in text
+    assert not re.search(r"\bPage \d+\b", text)
+    for question, page, fact in [
+            ("How long should I purge the X200 steam wand after frothing milk?", 8, "3 seconds"),
+            ("How much descaler solution does the X200 take?", 10, "500 ml")]:
+        out = kb_admin.post("/api/admin/v1/chat", json={"question": question}).get_json()
+        top = out["sources"][0]
+        assert top["document_id"] == doc["id"]
+        assert "–" in top["page_range"], top  # the passage spans pages: the cited one is chosen
+        assert top["pages"] == f"page {page}", (question, top)
+        assert fact in top["snippet"], top["snippet"]
 
 
 def test_encrypted_pdf_is_a_clear_document_error(kb_admin):

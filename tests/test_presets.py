@@ -14,7 +14,7 @@ from tests.retrieval_support import NOW, seed, set_settings, titles
 
 EXPECTED = {  # name: (mode, role priority, card types)
     "shopping": ("recommendation", ["product", "support", "article", "manual"], ["product"]),
-    "events": ("events", ["event", "article", "manual"], ["event"]),
+    "events": ("events", ["event", "support", "article", "manual"], ["event"]),
     "support": ("support", ["support", "manual", "article"], ["article"]),
     "search": ("search", [], ["article", "product", "event"]),
 }

@@ -1,4 +1,7 @@
-"""Demo knowledge shipped with the project: a shop and a nightlife site in one organization."""
+"""Demo knowledge shipped with the project: a shop and a nightlife site in one organization.
+
+Event dates are computed from today each time the demo is loaded (``make run`` runs ``kbf demo``),
+so the events are always upcoming: "tonight", "tomorrow", the coming Saturday and Sunday."""
 from __future__ import annotations
 
 import json
@@ -14,6 +17,7 @@ from kbframework.db import session_scope
 from kbframework.models import Organization, Setting
 
 DATA = Path(__file__).parent / "knowledge.json"
+DEMO_VERSION = 2
 
 
 def _event_times(when: dict, tz: str, now: datetime):
@@ -43,8 +47,15 @@ def seed_demo(email: str = "admin@demo.local", password: str | None = None) -> d
         if org is None:
             org = create_org(s, o["name"], o["timezone"], o["slug"])
             st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
-            st.preset = "support"
             st.brand = "Demo Shop & Nights"
+        st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
+        extra = dict(st.extra or {})
+        if extra.get("demo_version", 1) < DEMO_VERSION:
+            # the search preset renders product, event and article cards with no role boost: a
+            # newcomer sees everything the product does (earlier demos used "support": articles only)
+            st.preset = "search"
+            extra["demo_version"] = DEMO_VERSION
+            st.extra = extra
         create_user(s, email, password, org, "admin")
         src = ensure_source(s, org.id, "manual", "Manual knowledge")
         ids = []

@@ -228,19 +228,66 @@ def _page_offsets(units: list[_Unit], text: str) -> list[list[int]]:
     return out
 
 
+_SENT_SPLIT = re.compile(r"(?<=[.!?:;])\s+|\n+")
+_WORD_RE = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
+_IDENTITY = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9-]+$")  # x200, mppt-2000, dr-red-01
+
+
+def _root(w: str) -> str:
+    """A rough stem for matching: purged/purging/purges -> purg."""
+    w = w.lower().strip("-'")
+    for suf in ("ing", "ed", "es", "s"):
+        if len(w) > len(suf) + 3 and w.endswith(suf):
+            return w[: -len(suf)]
+    return w
+
+
 def best_page(meta: dict, content: str, terms: set[str]) -> int | None:
-    """The page of a multi-page chunk whose text shares most words with ``terms``."""
+    """The page of a multi-page chunk whose text answers the question best (see ``best_spot``)."""
+    return best_spot(meta, content, terms)[0]
+
+
+def best_spot(meta: dict, content: str, terms: set[str]) -> tuple[int | None, int]:
+    """(page, offset of its best sentence in ``content``) of a multi-page chunk, or (None, 0).
+
+    Each page is scored by its best sentence: the question's words it contains, each weighted
+    by how few of the chunk's pages carry it (a word on every page tells pages apart poorly),
+    and the question's identity tokens ("X200") three times over; a sentence naming another
+    identity of the same shape ("X300") is about something else and loses that weight. A
+    neighbouring page that only shares common words with the question does not win."""
     offs = meta.get("page_offsets") or []
     if len(offs) < 2 or not terms:
-        return None
-    best, score = None, 0
+        return None, 0
+    want = {_root(t) for t in terms if t}
+    ids = {_root(t) for t in terms if _IDENTITY.match(t.lower())}
+    pages = []
     for i, (page, start) in enumerate(offs):
         end = offs[i + 1][1] if i + 1 < len(offs) else len(content)
-        words = {w.lower().strip(".,;:!?()\"'") for w in content[start:end].split()}
-        n = len(words & terms)
-        if n > score:
-            best, score = page, n
-    return best
+        sents, pos = [], start
+        for m in _SENT_SPLIT.finditer(content, start, end):
+            sents.append((pos, {_root(w) for w in _WORD_RE.findall(content[pos:m.start()])}))
+            pos = m.end()
+        sents.append((pos, {_root(w) for w in _WORD_RE.findall(content[pos:end])}))
+        pages.append((page, [x for x in sents if x[1]]))
+    df: dict[str, int] = {}
+    for _, sents in pages:
+        for w in set().union(*(x[1] for x in sents)) & want if sents else ():
+            df[w] = df.get(w, 0) + 1
+    n = len(pages)
+
+    def weight(w: str) -> float:
+        return (3.0 if w in ids else 1.0) * (1.0 + (n - df.get(w, n)) / n)
+
+    best, at, score = None, 0, 0.0
+    for page, sents in pages:
+        for pos, words in sents:
+            got = sum(weight(w) for w in words & want)
+            other = {w for w in words if _IDENTITY.match(w) and w not in ids}
+            if ids and other and not words & ids:
+                got -= 3.0 * len(other)
+            if got > score:
+                best, at, score = page, pos, got
+    return best, at
 
 
 def page_label(meta: dict) -> str | None:

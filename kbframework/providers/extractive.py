@@ -1,7 +1,9 @@
-"""The offline answerer: with no LLM configured, quote the best passages with citations.
+"""The offline answerer: with no LLM configured, answer from the evidence with citations.
 
-It never invents text: every sentence it outputs comes from the retrieved evidence, chosen
-by overlap with the question, and each is followed by its source number [n].
+It never invents text: products and events are described from their own structured fields
+(name, price, stock said plainly, dates, venue, product or ticket link), and the other lines are
+sentences of the retrieved passages chosen by overlap with the question; each line is followed
+by its source number [n]. The host's link check still runs on the result.
 """
 from __future__ import annotations
 
@@ -21,6 +23,44 @@ def _terms(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if w.lower() not in _STOP}
 
 
+_LINK = re.compile(r"\b(?:links?|url|web\s?site|web\s?page|page|where\s+(?:can|do)\s+i\s+(?:buy|get|book)"
+                   r"|tickets?|buy|book|order)\b", re.I)
+FACT_DOCS = 3  # products/events described from their fields
+
+
+def fact_line(p: dict, with_link: bool = True) -> str | None:
+    """"Red Linen Midi Dress: €45, out of stock. https://… [3]" from a product's or an event's
+    own fields; None for other passages. Every figure and link is a field of that document."""
+    role = p.get("role")
+    if role not in ("product", "event"):
+        return None
+    bits = []
+    if role == "event":
+        bits += [x for x in (p.get("when"), p.get("venue")) if x]
+    price = p.get("price")
+    if price:
+        bits.append("free entry" if role == "event" and re.fullmatch(r"\D*0(?:[.,]0+)?\D*", price) else price)
+    if role == "product" and p.get("stock"):
+        bits.append(p["stock"])
+    line = p["title"] + (": " + ", ".join(bits) if bits else "") + "."
+    link = (p.get("ticket_url") or p.get("url")) if with_link else None
+    if link:
+        line += f" {'Tickets' if role == 'event' and p.get('ticket_url') else 'Link'}: {link}"
+    return f"{line} [{p['n']}]"
+
+
+def asks_for_items(question: str) -> bool:
+    """The question asks for events or products: a time, a price or stock bound, "what's on"."""
+    from datetime import datetime, timezone
+
+    from kbframework.retrieval.phrases import find_free, find_prices, find_stock
+    from kbframework.retrieval.places import event_intent
+    from kbframework.retrieval.temporal import parse_temporal
+
+    return bool(event_intent(question) or find_prices(question) or find_free(question) or find_stock(question)
+                or parse_temporal(question, datetime.now(timezone.utc)) is not None)
+
+
 class ExtractiveAnswerer:
     name = "extractive"
     model = "offline-extractive"
@@ -29,8 +69,25 @@ class ExtractiveAnswerer:
         return True
 
     def answer(self, question: str, passages: list[dict], max_sentences: int = 3) -> str:
-        """``passages``: [{n, title, content}] in rank order."""
+        """``passages``: [{n, title, content, role?, price?, stock?, when?, venue?, url?, ticket_url?}]
+        in rank order. Products and events are described from their fields (name, price, stock,
+        dates, venue, link); then the sentences that share most words with the question."""
         q = _terms(question)
+        facts = []
+        items = asks_for_items(question)
+        top_structured = bool(passages) and passages[0].get("role") in ("product", "event")
+        for p in passages[:FACT_DOCS + 1]:
+            if len(facts) >= FACT_DOCS:
+                break
+            if p.get("role") not in ("product", "event"):
+                continue
+            # a product or event the answer is about: the top passage, one of a listing (the
+            # question asks for events or products: a time, a price, "what's on"), or one the
+            # question names
+            if not (p is passages[0] or top_structured or items or q & _terms(p["title"])):
+                continue
+            facts.append(fact_line(p))
+        top_structured = top_structured or (items and bool(facts))
         scored = []
         for p in passages:
             body = re.sub(r"^#+\s.*$", "", p["content"], flags=re.M)
@@ -39,22 +96,28 @@ class ExtractiveAnswerer:
                 if len(sent) < 20:
                     continue
                 overlap = len(q & _terms(sent)) + 0.5 * len(q & _terms(p.get("title", "")))
-                scored.append((overlap, -p["n"], -pos, sent, p["n"]))
-        scored.sort(reverse=True)
+                scored.append((overlap, -p["n"], -pos, sent, p["n"], p))
+        scored.sort(key=lambda t: t[:3], reverse=True)
         picked, seen = [], set()
-        for overlap, _, _, sent, n in scored:
-            if overlap <= 0 and picked:
+        quota = max_sentences - (1 if facts else 0)
+        for overlap, _, _, sent, n, p in scored:
+            if overlap <= 0 and (picked or facts):
                 break
             if sent in seen:
                 continue
             seen.add(sent)
             picked.append(f"{sent} [{n}]")
-            if len(picked) >= max_sentences:
+            if len(picked) >= quota:
                 break
-        if not picked:
+        if not picked and not facts:
             top = passages[0]
             picked = [f"{top['content'][:300].strip()} [{top['n']}]"]
-        return "Here is what I found in our knowledge:\n\n" + "\n".join(f"- {s}" for s in picked)
+        if _LINK.search(question):  # asked for the link: the top article's too
+            for p in passages[:1]:
+                if p.get("role") not in ("product", "event") and p.get("url"):
+                    picked.append(f"Link: {p['url']} [{p['n']}]")
+        lines = facts + picked if top_structured else picked + facts
+        return "Here is what I found in our knowledge:\n\n" + "\n".join(f"- {s}" for s in lines)
 
     def complete(self, messages: list[dict], *, max_tokens: int = 600, temperature: float = 0.2,
                  stream: bool = False, on_token: Optional[Callable[[str], None]] = None,

@@ -37,7 +37,7 @@ from kbframework.errors import NotFound, ValidationFailed
 from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.models import ChatLog, Organization, Setting
-from kbframework.retrieval import conversation
+from kbframework.retrieval import conversation, place_answer, policy
 from kbframework.retrieval.filters import (describe_parts, explain, extract_filter_parts, merge_parts,
                                            constraint_only, listing_hits, org_vocabulary, search_text)
 from kbframework.retrieval.prompt import build_messages, prompt_preview, render_system
@@ -190,15 +190,40 @@ def select_context(s, fused: list[dict], limit: int, budget: int) -> list[dict]:
     return picked
 
 
-def passage_view(p: dict) -> dict:
+def passage_view(p: dict, tz: str | None = None) -> dict:
+    """What the prompt and the offline answerer see of a passage: its text and its document's
+    structured fields (date in the organization's zone, venue, price, stock, links)."""
     meta = p["dmeta"] or {}
     from kbframework.default_plugins.cards import format_price
 
-    return {"n": p["n"], "title": p["title"], "content": p["content"],
+    structured = p["document_role"] in ("product", "event")
+    stock = meta.get("in_stock") if p["document_role"] == "product" else None
+    ticket = meta.get("ticket_url") if p["document_role"] == "event" else None
+    return {"n": p["n"], "title": p["title"], "content": p["content"], "role": p["document_role"],
             "date": p["event_start"].isoformat() if p["event_start"] else None,
+            "when": _when(p["event_start"], p["event_end"], tz),
             "venue": ", ".join(x for x in (p["venue"], p["city"]) if x) or None,
-            "price": format_price(meta) if p["document_role"] in ("product", "event") else None,
-            "url": p["source_url"], "pages": page_label(p["metadata"] or {})}
+            "price": format_price(meta) if structured else None,
+            "stock": None if stock is None else ("in stock" if stock in (True, "true", 1) else "out of stock"),
+            "url": p["source_url"], "ticket_url": ticket if isinstance(ticket, str) else None,
+            "pages": page_label(p["metadata"] or {})}
+
+
+def _when(start, end, tz: str | None) -> str | None:
+    """"Saturday 18 April, 23:00–05:00" in the organization's time zone."""
+    if start is None:
+        return None
+    from zoneinfo import ZoneInfo
+
+    try:
+        zone = ZoneInfo(tz or "UTC")
+    except Exception:
+        zone = ZoneInfo("UTC")
+    a = start.astimezone(zone)
+    out = f"{a:%A} {a.day} {a:%B}, {a:%H:%M}"
+    if end is not None:
+        out += f"–{end.astimezone(zone):%H:%M}"
+    return out
 
 
 def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: list[dict],
@@ -271,8 +296,9 @@ def build_cards(passages: list[dict], preset) -> list[dict]:
 
 def build_sources(passages: list[dict], question: str = "") -> list[dict]:
     """The sources list. A passage that spans pages cites the page its best-matching text is
-    on ("page 12"), and keeps the whole range in ``page_range``."""
-    from kbframework.ingest.chunker import best_page
+    on ("page 12"), keeps the whole range in ``page_range``, and its snippet starts at the
+    sentence that answers, so a reader can check it."""
+    from kbframework.ingest.chunker import best_spot
     from kbframework.providers.extractive import _terms
 
     terms = _terms(question)
@@ -281,11 +307,9 @@ def build_sources(passages: list[dict], question: str = "") -> list[dict]:
         meta = p["metadata"] or {}
         content = re.sub(r"(?m)^#{1,6}\s+", "", p["content"])  # no markdown heading marks
         pages = page_label(meta)
-        page = best_page(meta, p["content"], terms)
-        start = 0
+        page, start = best_spot(meta, p["content"], terms)
         if page is not None:
             pages = f"page {page}"
-            start = next((off for pg, off in meta["page_offsets"] if pg == page), 0)
             content = re.sub(r"(?m)^#{1,6}\s+", "", p["content"][start:])
         snippet = " ".join(content.split())
         out.append({"n": p["n"], "document_id": str(p["document_id"]), "document_title": p["title"],
@@ -372,8 +396,14 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
                  "explain": ([f"follow-up rewritten ({rewrite_how}): {question!r} → {query!r}"]
                              if rewrite_how else []) + explain(parts, pf, ctx.tz)
                  + [f"{candidates} documents passed the pre-filter"]}
+        # 4b. place_check: events asked for in a place that has none get an honest answer
+        place_miss = place_answer.check(s, pf, parts, query, ctx.mode)
+        if place_miss:
+            debug["place"] = place_miss
+            debug["explain"].append(f"no events pass the pre-filter for {place_miss['field']} "
+                                    f"{place_miss['place']!r}: answered so, no cards")
         vector_hits, keyword_hits, fused, boosted, passages = [], [], [], [], []
-        if candidates:
+        if candidates and not place_miss:
             # 5. embed_query
             t0 = time.perf_counter()
             qvecs, emb_dbg = embed_query(s, ctx.org.id, text_q)
@@ -414,7 +444,8 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
                                         "(soonest event first) beside the two searches")
             fused = rrf(legs)
             roles = _roles(s, {f["document_id"] for f in fused})
-            boosted = apply_role_boost(fused, roles, ctx.preset.role_priority)
+            priority = policy.priority_for(question, ctx.preset.role_priority)  # policy pages first
+            boosted = apply_role_boost(fused, roles, priority)
             if link_docs:
                 boosted, pinned = conversation.pin_documents(s, pf, boosted, link_docs)
                 debug["link_request"] = {"previous_documents": link_docs, "pinned_first": pinned}
@@ -422,18 +453,22 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
                     debug["explain"].append(f"link request: {len(pinned)} document(s) of the previous answer first")
             lap("fuse_and_boost", t0)
             debug["fused"] = [{k: v for k, v in f.items()} for f in boosted]
-            debug["role_priority"] = ctx.preset.role_priority
+            debug["role_priority"] = priority
+            if priority != list(ctx.preset.role_priority or []):
+                debug["explain"].append(f"a policy question: support pages first ({' > '.join(priority)})")
             # 9. select_context
             t0 = time.perf_counter()
             passages = select_context(s, boosted, ctx.limit, ctx.char_budget)
             lap("select_context", t0)
         message_id = uuid.uuid4()
-        if not passages:
+        if place_miss:
+            result = place_answer.result(place_miss)
+        elif not passages:
             reason = "pre_filter_empty" if candidates == 0 else "no_results_above_threshold"
             result = _fallback(s, ctx, pf, text_q, reason, debug)
         else:
             # 10. build_prompt
-            views = [passage_view(p) for p in passages]
+            views = [passage_view(p, ctx.tz) for p in passages]
             system = render_system(ctx.system_template, ctx.brand, ctx.knowledge)
             messages = build_messages(system, views, hist, question)
             debug["prompt"] = prompt_preview(messages)

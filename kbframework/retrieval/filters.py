@@ -302,6 +302,8 @@ def explain(parts: list[FilterPart], pf: Prefilter, tz: str | None = None) -> li
                 a, b = a.astimezone(zone), b.astimezone(zone)
             lines.append(f"events overlapping {a:%a %d %b %H:%M} – {b:%a %d %b %H:%M}"
                          f"{' (past events included)' if v.get('past') else ''} {who}")
+        elif p.field == "price_max" and v == 0:
+            lines.append(f"free products/events only (price 0) {who}")
         elif p.field == "price_max":
             lines.append(f"products/events priced at most {v:g} {who}")
         elif p.field == "price_min":
@@ -352,7 +354,7 @@ def _residual(query: str, parts: list[FilterPart]) -> str:
 
 
 _GENERIC = frozenset("event events thing things stuff item items product products option options plans "
-                     "happening going fun".split())
+                     "happening going fun party parties".split())
 
 
 def has_content(text_: str, generic: bool = False) -> bool:

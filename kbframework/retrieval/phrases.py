@@ -171,6 +171,53 @@ def find_prices(q: str) -> list[Found]:
     return out
 
 
+# --------------------------------------------------------------------------- free
+
+_EVENTISH = (r"(?:events?|part(?:y|ies)|gigs?|concerts?|shows?|nights?|things|stuff|activities|"
+             r"exhibitions?|screenings?|workshops?|festivals?|tickets?|options?|ones?|fun|music|"
+             r"dj\s+sets?|live\s+music|open\s+air)")
+_R_FREE = re.compile(
+    r"\bno[\s-]+cover(?:[\s-]+charges?)?\b"
+    r"|\bno\s+(?:entry|entrance|admission|door|ticket)\s+(?:fees?|charges?|price)\b"
+    r"|\bwithout\s+(?:a\s+)?(?:cover(?:\s+charge)?|entry\s+fee|tickets?)\b"
+    r"|\b(?:for\s+)?free\s+of\s+charge\b"
+    r"|\bfree\s+(?:entry|entrance|admission|to\s+(?:attend|enter|get\s+in|go))\b"
+    r"|\b(?:entry|entrance|admission)\s+(?:is\s+)?free\b"
+    r"|\bfor\s+free\b"
+    rf"|(?<![\w-])free\s+(?:(?:\w+\s+)?{_EVENTISH})\b"
+    rf"|\b(?:anything|something|everything|what['’]?s|what\s+is|which|any|events?|part(?:y|ies)|gigs?"
+    rf"|concerts?|shows?|things)\s+(?:that\s+(?:is|are)\s+|that['’]s\s+|are\s+|is\s+)?free\b"
+    r"(?![\s-]+(?:shipping|delivery|returns?|gift|wrap(?:ping)?|size|sample|trial|parking|wi-?fi))",
+    re.I)
+# "free" that is not a price: "gluten-free", "free shipping", "I'm free tonight", "feel free"
+_R_FREE_NOT_AFTER = re.compile(r"[\s-]+(?:shipping|delivery|returns?|gifts?|wrap\w*|sizes?|samples?|trial"
+                               r"|parking|wi-?fi|time|up|from|of\s+(?!charge))\b", re.I)
+_R_FREE_NOT_BEFORE = re.compile(r"(?:\b(?:i['’]?m|i\s+am|we['’]re|we\s+are|you['’]re|are\s+you|am\s+i|feel|set"
+                                r"|break|hands|duty|tax|sugar|gluten|fat|lactose|dairy|bpa|cruelty|nickel"
+                                r"|alcohol|smoke|scent|fragrance)|-)\s*$", re.I)
+_R_ITEM_QUESTION = re.compile(r"^\s*(?:is|are|was|will)\s+(?:it|the|this|that|they|these|those|my|your|entry"
+                              r"|entrance|admission)\b", re.I)
+
+
+def find_free(q: str) -> list[Found]:
+    """"free events", "no cover", "free entry", "anything free tonight?" as a price-0 bound.
+
+    Not for a yes/no question about one item ("is the jazz evening free?" must be able to
+    answer "no"), and not "free shipping", "gluten-free", "I'm free tonight"."""
+    if _R_ITEM_QUESTION.search(q):
+        return []
+    for m in _R_FREE.finditer(q):
+        word = re.search(r"free", m.group(0), re.I)
+        if word is not None:
+            at = m.start() + word.start()
+            if _R_FREE_NOT_BEFORE.search(q[max(0, at - 20):at]):
+                continue
+            if m.group(0).lower().rstrip().endswith("free") and _R_FREE_NOT_AFTER.match(q, m.end()):
+                continue
+        return [Found("price_max", 0.0, m.start(), m.end(), m.group(0), {"free": True})]
+    return []
+
+
 # --------------------------------------------------------------------------- stock
 
 _R_STOCK = re.compile(r"\b(?:in[- ]stock|on\s+stock|available\s+now|currently\s+available|ready\s+to\s+ship|"

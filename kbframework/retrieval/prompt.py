@@ -23,7 +23,7 @@ def render_passages(passages: list[dict]) -> str:
     for p in passages:
         head = f"[{p['n']}] {p['title']}"
         extra = []
-        for key in ("date", "venue", "price", "url", "pages"):
+        for key in ("date", "venue", "price", "stock", "url", "ticket_url", "pages"):
             if p.get(key):
                 extra.append(f"{key}: {p[key]}")
         if extra:

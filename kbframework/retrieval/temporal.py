@@ -31,12 +31,15 @@ party that started at 22:00 and is still running at 01:00 matches "tonight" aske
 
 Semantics (``now`` local, ``ed`` = its event day, weeks start on Monday)
 -------------------------------------------------------------------------
-* "tonight", "today", "this evening/morning/afternoon", "now", "right now": now -> next
-  cut-off (the end of the current event day). ``kind`` "tonight" / "today".
-  ("now" is a *weak* match: it is used only when nothing else in the query is temporal,
-  and idioms such as "for now", "by now", "from now on", "buy now" are ignored.)
-* "tomorrow" (night/evening/...): the event day ``ed + 1``, cut-off to cut-off.
-  "the day after tomorrow": ``ed + 2``.
+* "tonight", "today", "this evening/morning/afternoon": now -> next cut-off (the end of the
+  current event day). ``kind`` "tonight" / "today".
+* "now", "right now", "at the moment", "at this moment": the events under way at this
+  instant, ``[now, now + 1 min)`` (the overlap filter keeps what started before and ends
+  after). ``kind`` "now". A *weak* match: used only when nothing else in the query is
+  temporal; idioms such as "for now", "by now", "buy now", "available now", "not at the
+  moment" are ignored.
+* "tomorrow": the event day ``ed + 1``, cut-off to cut-off. "tomorrow night/evening":
+  18:00 of that day -> its cut-off. "the day after tomorrow": ``ed + 2``.
 * "this weekend" / "the weekend" / "weekend(s)" / "this coming weekend": Saturday cut-off
   (or Friday 18:00 local with ``weekend_starts_friday``) -> Monday cut-off of the current
   week; when the weekend is already under way, from now. Monday 03:00 is still Sunday's
@@ -47,8 +50,11 @@ Semantics (``now`` local, ``ed`` = its event day, weeks start on Monday)
   the coming one.
 * Weekday names ("friday", "on saturday", "this friday", "fridays", "every friday",
   "fri", "Sat." ...): the upcoming event day with that weekday, *today included* while
-  its event day lasts (then from now). Asked at Saturday 02:00 (event day Friday),
-  "friday" = now -> Saturday 05:00 and "saturday" = Saturday 05:00 -> Sunday 05:00.
+  its event day lasts -- and then the *whole* event day, not from now (an event that began
+  at 20:00 is still "on friday" at 23:00). Asked at Saturday 02:00 (event day Friday),
+  "friday" = Friday 05:00 -> Saturday 05:00 and "saturday" = Saturday 05:00 -> Sunday 05:00.
+  "<weekday> night/evening": 18:00 of that event day -> its cut-off ("saturday night" =
+  Saturday 18:00 -> Sunday 05:00).
   "next friday": the Friday of *next* week (Monday-based), cut-off to cut-off.
   "friday after next": the upcoming Friday (today excluded) + 7 days.
   "friday of this/next/last week", "last week's friday", "friday next week": that week's.
@@ -88,6 +94,13 @@ month names), then the longest.
 Precision heuristics (names and quantities are not dates)
 ---------------------------------------------------------
 * Word boundaries everywhere: "Weekender bag", "sunglasses", "wedding" never match.
+* Products, shows and songs: a time word followed (within two words) by a product noun
+  ("weekend bag", "Sunday Morning vinyl", "saturday night live poster") or said twice
+  ("Tonight Tonight", "Monday Monday") is a name, not a date.
+* Habits: a plural weekday or "weekends" ("on Sundays", "every saturday") in a question
+  about how the business works ("do you deliver ...", "open", "shipping", "usually") is not
+  a date: "do you deliver on Sundays?" asks about every Sunday. Without such a marker
+  ("what's on fridays?") it is the upcoming one.
 * Numbers alone never make a date: a date needs a month name, a d/m or d.m(.y) pattern with
   valid ranges, or ISO. "24 pack", "pack of 24", "size 24", "24 hours", "2025" are not
   dates. Numeric dates followed by a unit ("1/2 hour", "4/5 stars") or preceded by
@@ -230,6 +243,29 @@ bowl freaky manic blue bloody fat shrove giving branch covenant orthodox ruby st
 """.split())
 _COMMON_CORES = frozenset(["weekend", "weekends", "week-end", "week-ends", "tonight", "today",
                            "tomorrow", "yesterday", "tonite"])
+
+# a time word followed by one of these names a product, not a date ("weekend bag", "Sunday
+# Morning vinyl", "saturday night live poster"); event words (party, show, brunch) stay out
+_PRODUCT_NOUNS = frozenset("""
+bag bags holdall holdalls duffel duffle duffels backpack backpacks rucksack tote totes case cases
+suitcase luggage dress dresses shirt shirts t-shirt t-shirts tshirt tee tees top tops hoodie hoodies
+sweater sweaters jumper jacket jackets coat coats hat hats cap caps beanie scarf mug mugs poster
+posters print prints vinyl vinyls record records lp lps album albums cd cds dvd dvds blu-ray bluray
+boxset box soundtrack song songs track tracks playlist remix book books novel magazine newspaper
+crossword candle candles perfume fragrance scent kit pack bundle sneakers shoes boots sandals
+outfit palette lipstick serum cream lotion puzzle merch merchandise sticker stickers badge keyring
+edition lamp watch blanket pyjamas pajamas
+""".split())
+# a plural weekday ("on Sundays", "weekends", "every friday") in a question about a habit of the
+# business is not a date: "do you deliver on Sundays?", "are you open on weekends?"
+_R_HABIT = re.compile(
+    r"\b(?:(?:do|does|don['’]?t|doesn['’]?t|do\s+not|does\s+not|can|could)\s+(?:you|u|ya|they|we|it"
+    r"|the|your|y['’]all)\b|deliver\w*|ship|ships|shipping|shipped|dispatch\w*|post|posted|courier"
+    r"|open|opens|opening|close|closes|closed|closing|work|works|working|operate\w*|staffed"
+    r"|answer\w*|reply|replies|respond\w*|hours|usually|normally|generally|always|ever"
+    r"|regularly|typically)\b", re.I)
+_TITLE_STOP = frozenset("for in at on with and or to from near by of is are any what which".split())
+_NIGHT_START = time(18, 0)  # "<day> night" / "tomorrow night" begin in the evening
 
 _R_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|„[^“”]*[“”]|«[^»]*»|‹[^›]*›|‘.*?’(?!\w)"
                        r"|(?<![\w])'(?=\S).*?(?<=\S)'(?![\w])")
@@ -393,6 +429,37 @@ class _Ctx:
             break
         return False
 
+    def names_product(self, e: int) -> bool:
+        """One of the next two words (before a preposition or punctuation) is a product noun:
+        the time word is part of a product's, show's or song's name."""
+        pos = e
+        for _ in range(2):
+            m = _R_NEXT_WORD.match(self.q, pos)
+            if not m:
+                return False
+            w = m.group(1).lower().rstrip("'’s") if m.group(1).lower().endswith(("'s", "’s")) \
+                else m.group(1).lower()
+            if w in _PRODUCT_NOUNS:
+                return True
+            if w in _TITLE_STOP:
+                return False
+            pos = m.end()
+        return False
+
+    def repeated(self, s: int, e: int) -> bool:
+        """A time word said twice in a row is a title ("Tonight Tonight", "Monday Monday")."""
+        word = self.q[s:e].lower()
+        return self.next_word(e) == word or self.prev_word(s) == word
+
+    def habitual(self) -> bool:
+        return bool(_R_HABIT.search(self.q))
+
+    def night(self, d: date) -> tuple[datetime, datetime]:
+        """The night of event day ``d``: 18:00 to the cut-off that ends the day."""
+        start = self.at(d, _NIGHT_START)
+        end = self.at(d + timedelta(days=1))
+        return (start if start < end else self.at(d)), end
+
     def prev_word(self, s: int) -> str:
         m = _R_PREV_WORD.search(self.q, max(0, s - 40), s)
         return m.group(1).lower() if m else ""
@@ -451,7 +518,7 @@ def _h_today(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     if m.group("earlier"):
         return _mk(m, "past", (ctx.at(ctx.ed), ctx.now), past=True)
     if m.group("core"):
-        if ctx.is_title(*m.span("core")):
+        if ctx.is_title(*m.span("core")) or ctx.repeated(*m.span("core")) or ctx.names_product(m.end()):
             return None
         core = m.group("core").lower()
         tail = m.group(0).lower()
@@ -462,11 +529,12 @@ def _h_today(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, kind, (ctx.now, ctx.at(ctx.ed + timedelta(days=1))))
 
 
-_R_NOW = re.compile(r"\b(?:right\s+)?now\b", _FLAGS)
+_R_NOW = re.compile(r"\b(?:(?:right\s+)?now|at\s+(?:the|this)\s+(?P<moment>moment))\b", _FLAGS)
+_NOW_WINDOW = timedelta(minutes=1)  # "now": the events under way at this instant
 _R_NOW_BAD_BEFORE = re.compile(
     r"(?:\b(?:for|by|until|till|til|up\s+to|just|from|since|than|buy|order|shop|book|call"
     r"|subscribe|join|sign\s+up|register|apply|download|act|play|watch|listen|install|donate"
-    r"|reserve|start|try|get\s+it)|\d)\s+$", _FLAGS)
+    r"|reserve|start|try|get\s+it|available|in\s+stock)|\d)\s+$", _FLAGS)
 _R_NOW_BAD_AFTER = re.compile(
     r"\s*(?:,|that\b|on\b|and\s+then|and\s+again|or\s+never|available|only|open\b|in\s+stock"
     r"|playing|showing|\d)", _FLAGS)
@@ -474,6 +542,10 @@ _R_NOW_BAD_AFTER = re.compile(
 
 def _h_now(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     q = ctx.q
+    if m.group("moment"):
+        if re.search(r"\b(?:not|nothing|no)\s+$", q[max(0, m.start() - 12):m.start()], re.I):
+            return None
+        return _mk(m, "now", (ctx.now, ctx.now + _NOW_WINDOW), weak=True)
     if _R_NOW_BAD_BEFORE.search(q, max(0, m.start() - 25), m.start()):
         return None
     if _R_NOW_BAD_AFTER.match(q, m.end()):
@@ -482,7 +554,7 @@ def _h_now(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
         # discourse "Now, ..." / "Now I want ..." unless the query is just "Now?"
         if q[m.end():].strip(" ?!.") != "":
             return None
-    return _mk(m, "today", (ctx.now, ctx.at(ctx.ed + timedelta(days=1))), weak=True)
+    return _mk(m, "now", (ctx.now, ctx.now + _NOW_WINDOW), weak=True)
 
 
 _R_TOMORROW = re.compile(
@@ -494,9 +566,15 @@ _R_TOMORROW = re.compile(
 def _h_tomorrow(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     if m.group("dat"):
         return _mk(m, "day_after_tomorrow", ctx.day(ctx.ed + timedelta(days=2)))
-    if ctx.is_title(*m.span("core")):
+    if ctx.is_title(*m.span("core")) or ctx.names_product(m.end()):
         return None
-    return _mk(m, "tomorrow", ctx.day(ctx.ed + timedelta(days=1)))
+    d = ctx.ed + timedelta(days=1)
+    if _R_NIGHT_TAIL.search(m.group(0)):
+        return _mk(m, "tomorrow", ctx.night(d))
+    return _mk(m, "tomorrow", ctx.day(d))
+
+
+_R_NIGHT_TAIL = re.compile(r"\b(?:night|nite|evening|eve)s?$", _FLAGS)
 
 
 _R_YESTERDAY = re.compile(
@@ -525,7 +603,9 @@ def _h_weekend(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     if " " in core or "\t" in core:
         if not (m.group("the") or m.group("mod")):
             return None
-    if ctx.is_title(*m.span("core")):
+    if ctx.is_title(*m.span("core")) or ctx.names_product(m.end()):
+        return None
+    if core.lower().endswith("s") and ctx.habitual():  # "are you open on weekends?"
         return None
     mod = (m.group("mod") or "").lower()
     sat = ctx.monday() + timedelta(days=5)
@@ -596,6 +676,13 @@ _R_COUNT_AFTER = re.compile(r"\s+(?P<dir>from\s+now|later|ago|back|before)(?![\w
 def _h_weekday(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     if not _abbr_ok(ctx, m) or not _weekday_core_ok(ctx, m):
         return None
+    if ctx.names_product(m.end()) or ctx.repeated(*m.span("core")):
+        return None  # "sunday morning vinyl", "Monday Monday"
+    core_low = m.group("core").lower()
+    habit = core_low.endswith("s") and len(core_low) > 4 or \
+        (m.group("mod") or "").lower() in ("every", "each")
+    if habit and ctx.habitual():  # "do you deliver on Sundays?"
+        return None
     w = _weekday_of(m.group("core"))
     after = _R_COUNT_AFTER.match(ctx.q, m.end())
     if after and not m.group("mod"):
@@ -627,21 +714,23 @@ def _weekday_cand(ctx: _Ctx, m: re.Match, w: int) -> Optional[_Cand]:
     mod = re.sub(r"\s+", " ", (m.group("mod") or "").lower())
     ed = ctx.ed
     delta = (w - ed.weekday()) % 7
+    # "saturday night": from 18:00 to the cut-off of that event day
+    span = ctx.night if _R_NIGHT_TAIL.search(m.group(0)) else ctx.day
     if m.group("after"):
         d = ed + timedelta(days=(delta or 7) + 7)
-        return _mk(m, "weekday", ctx.day(d), weekdayish=True)
+        return _mk(m, "weekday", span(d), weekdayish=True)
     if mod in ("last", "past", "this past", "previous"):
         back = (ed.weekday() - w) % 7 or 7
-        return _mk(m, "past", ctx.day(ed - timedelta(days=back)), past=True, weekdayish=True)
+        return _mk(m, "past", span(ed - timedelta(days=back)), past=True, weekdayish=True)
     if mod == "next":
         d = ctx.monday() + timedelta(days=7 + w)
-        return _mk(m, "weekday", ctx.day(d), weekdayish=True)
+        return _mk(m, "weekday", span(d), weekdayish=True)
     if mod in ("until", "till", "by"):
         # "until friday": from now to the end of that event day
         return _mk(m, "weekday", (ctx.now, ctx.at(ed + timedelta(days=delta + 1))), weekdayish=True)
-    if delta == 0:
-        return _mk(m, "weekday", (ctx.now, ctx.at(ed + timedelta(days=1))), weekdayish=True)
-    return _mk(m, "weekday", ctx.day(ed + timedelta(days=delta)), weekdayish=True)
+    # asked on that very day ("friday" on a Friday, or at 02:00 of its night): the whole event
+    # day, so an event that began earlier this evening still counts
+    return _mk(m, "weekday", span(ed + timedelta(days=delta)), weekdayish=True)
 
 
 _R_WEEKDAY_WEEK = re.compile(
@@ -665,8 +754,6 @@ def _h_weekday_week(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     d = mon + timedelta(days=w)
     if d < ctx.ed:
         return _mk(m, "past", ctx.day(d), past=True, weekdayish=True)
-    if d == ctx.ed:
-        return _mk(m, "weekday", (ctx.now, ctx.at(d + timedelta(days=1))), weekdayish=True)
     return _mk(m, "weekday", ctx.day(d), weekdayish=True)
 
 
@@ -1200,7 +1287,7 @@ _DIGIT = ("<digit>",)
 # query (cheap substring tests keep the no-match path fast)
 _RULES: list[tuple[re.Pattern, Callable[[_Ctx, re.Match], Optional[_Cand]], tuple[str, ...]]] = [
     (_R_TODAY, _h_today, ("tonight", "tonite", "2nite", "today", "this")),
-    (_R_NOW, _h_now, ("now",)),
+    (_R_NOW, _h_now, ("now", "moment")),
     (_R_TOMORROW, _h_tomorrow, ("tom", "tmr", "2mor")),
     (_R_YESTERDAY, _h_yesterday, ("yesterday", "night")),
     (_R_WEEKEND, _h_weekend, ("week", "wk")),

@@ -22,6 +22,7 @@ BEL = "Europe/Belgrade"
 NY = "America/New_York"
 ZONES = [BEL, NY]
 NOW = "NOW"  # marker: the range starts at the reference instant itself
+NOW1 = "NOW+1min"  # marker: one minute after the reference instant ("now" = under way now)
 
 CORPUS = (Path(os.environ.get("KB_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
           / "data" / "duckling_time_en" / "duckling_en_time_corpus_subset.json")
@@ -70,11 +71,11 @@ RELATIVE_CASES = [
     (SAT_0200, "what's on tonight?", NOW, d5(4, 18), "tonight", False),
     (SAT_0200, "anything today", NOW, d5(4, 18), "today", False),
     (SAT_0200, "this evening", NOW, d5(4, 18), "tonight", False),
-    (SAT_0200, "what's on right now", NOW, d5(4, 18), "today", False),
+    (SAT_0200, "what's on right now", NOW, NOW1, "now", False),  # under way at this moment
     (SAT_0200, "tomorrow", d5(4, 18), d5(4, 19), "tomorrow", False),
-    (SAT_0200, "tomorrow night", d5(4, 18), d5(4, 19), "tomorrow", False),
+    (SAT_0200, "tomorrow night", (4, 18, 18, 0), d5(4, 19), "tomorrow", False),  # 18:00 → cut-off
     (SAT_0200, "the day after tomorrow", d5(4, 19), d5(4, 20), "day_after_tomorrow", False),
-    (SAT_0200, "friday", NOW, d5(4, 18), "weekday", False),
+    (SAT_0200, "friday", d5(4, 17), d5(4, 18), "weekday", False),  # that whole event day
     (SAT_0200, "parties on saturday", d5(4, 18), d5(4, 19), "weekday", False),
     (SAT_0200, "this weekend", d5(4, 18), d5(4, 20), "weekend", False),
     (SAT_0200, "next friday", d5(4, 24), d5(4, 25), "weekday", False),
@@ -83,13 +84,13 @@ RELATIVE_CASES = [
     # Wednesday 23:30
     (WED_2330, "tonight", NOW, d5(4, 16), "tonight", False),
     (WED_2330, "tomorrow", d5(4, 16), d5(4, 17), "tomorrow", False),
-    (WED_2330, "wednesday", NOW, d5(4, 16), "weekday", False),
+    (WED_2330, "wednesday", d5(4, 15), d5(4, 16), "weekday", False),
     (WED_2330, "friday", d5(4, 17), d5(4, 18), "weekday", False),
     (WED_2330, "this friday", d5(4, 17), d5(4, 18), "weekday", False),
     (WED_2330, "fridays", d5(4, 17), d5(4, 18), "weekday", False),
     (WED_2330, "Fri", d5(4, 17), d5(4, 18), "weekday", False),
     (WED_2330, "on sat", d5(4, 18), d5(4, 19), "weekday", False),
-    (WED_2330, "sun night", d5(4, 19), d5(4, 20), "weekday", False),
+    (WED_2330, "sun night", (4, 19, 18, 0), d5(4, 20), "weekday", False),
     (WED_2330, "next friday", d5(4, 24), d5(4, 25), "weekday", False),
     (WED_2330, "friday after next", d5(4, 24), d5(4, 25), "weekday", False),
     (WED_2330, "friday of next week", d5(4, 24), d5(4, 25), "weekday", False),
@@ -113,24 +114,24 @@ RELATIVE_CASES = [
     (WED_2330, "last month", d5(3, 1), d5(4, 1), "past", True),
     # Friday evening
     (FRI_2000, "tonight", NOW, d5(4, 18), "tonight", False),
-    (FRI_2000, "friday", NOW, d5(4, 18), "weekday", False),
+    (FRI_2000, "friday", d5(4, 17), d5(4, 18), "weekday", False),
     (FRI_2000, "this weekend", d5(4, 18), d5(4, 20), "weekend", False),
     # Saturday afternoon: the weekend is under way
     (SAT_1500, "this weekend", NOW, d5(4, 20), "weekend", False),
     (SAT_1500, "next weekend", d5(4, 25), d5(4, 27), "next_weekend", False),
     (SAT_1500, "last weekend", d5(4, 11), d5(4, 13), "past_weekend", True),
-    (SAT_1500, "saturday", NOW, d5(4, 19), "weekday", False),
+    (SAT_1500, "saturday", d5(4, 18), d5(4, 19), "weekday", False),
     (SAT_1500, "friday", d5(4, 24), d5(4, 25), "weekday", False),
     (SAT_1500, "tomorrow", d5(4, 19), d5(4, 20), "tomorrow", False),
     # Sunday afternoon
     (SUN_1600, "this weekend", NOW, d5(4, 20), "weekend", False),
-    (SUN_1600, "sunday", NOW, d5(4, 20), "weekday", False),
+    (SUN_1600, "sunday", d5(4, 19), d5(4, 20), "weekday", False),
     (SUN_1600, "tomorrow", d5(4, 20), d5(4, 21), "tomorrow", False),
     (SUN_1600, "next week", d5(4, 20), d5(4, 27), "next_week", False),
     # Monday 03:00 is still Sunday's event day
     (MON_0300, "tonight", NOW, d5(4, 20), "tonight", False),
     (MON_0300, "this weekend", NOW, d5(4, 20), "weekend", False),
-    (MON_0300, "sunday", NOW, d5(4, 20), "weekday", False),
+    (MON_0300, "sunday", d5(4, 19), d5(4, 20), "weekday", False),
     (MON_0300, "monday", d5(4, 20), d5(4, 21), "weekday", False),
     (MON_0300, "tomorrow", d5(4, 20), d5(4, 21), "tomorrow", False),
     (MON_0300, "yesterday", d5(4, 18), d5(4, 19), "past", True),
@@ -139,7 +140,7 @@ RELATIVE_CASES = [
     # midnight and cut-off edges
     (SAT_0000, "tonight", NOW, d5(4, 18), "tonight", False),
     (SAT_0000, "tomorrow", d5(4, 18), d5(4, 19), "tomorrow", False),
-    (SAT_0459, "friday", NOW, d5(4, 18), "weekday", False),
+    (SAT_0459, "friday", d5(4, 17), d5(4, 18), "weekday", False),
     (SAT_0500, "tonight", NOW, d5(4, 19), "tonight", False),
     (SAT_0500, "tomorrow", d5(4, 19), d5(4, 20), "tomorrow", False),
     (SAT_0500, "friday", d5(4, 24), d5(4, 25), "weekday", False),
@@ -159,7 +160,7 @@ def test_relative_phrases(tz, now_t, query, start, end, kind, past):
     r = parse_temporal(query, now, tz)
     assert r is not None, query
     exp_start = now if start == NOW else L(tz, 2026, *start)
-    exp_end = now if end == NOW else L(tz, 2026, *end)
+    exp_end = now if end == NOW else now + timedelta(minutes=1) if end == NOW1 else L(tz, 2026, *end)
     assert (r.start, r.end) == (exp_start, exp_end), (
         query, r.start.astimezone(ZoneInfo(tz)), r.end.astimezone(ZoneInfo(tz)))
     assert r.kind == kind
@@ -198,7 +199,7 @@ def test_cutoff_midnight_gives_calendar_days(tz):
     check("tonight", sat_0200, tz, NOW, L(tz, 2026, 4, 19), "tonight", cutoff=c0)
     check("tomorrow", sat_0200, tz, L(tz, 2026, 4, 19), L(tz, 2026, 4, 20), "tomorrow", cutoff=c0)
     check("friday", sat_0200, tz, L(tz, 2026, 4, 24), L(tz, 2026, 4, 25), "weekday", cutoff=c0)
-    check("saturday", sat_0200, tz, NOW, L(tz, 2026, 4, 19), "weekday", cutoff=c0)
+    check("saturday", sat_0200, tz, L(tz, 2026, 4, 18), L(tz, 2026, 4, 19), "weekday", cutoff=c0)
     check("this weekend", sat_0200, tz, NOW, L(tz, 2026, 4, 20), "weekend", cutoff=c0)
     check("April 24", sat_0200, tz, L(tz, 2026, 4, 24), L(tz, 2026, 4, 25), "date", cutoff=c0)
     sat_0000 = L(tz, 2026, 4, 18, 0)
@@ -445,8 +446,8 @@ def test_first_expression_wins_and_specific_beats_vague():
     r = parse_temporal("Fri, Jul 17", now, BEL)
     assert (r.kind, r.phrase) == ("date", "Fri, Jul 17")
     assert r.start == L(BEL, 2026, 7, 17, 5)
-    r = parse_temporal("Is it open now?", now, BEL)
-    assert (r.kind, r.start, r.end) == ("today", now, L(BEL, 2026, 4, 16, 5))
+    r = parse_temporal("Is it open now?", now, BEL)  # under way at this moment
+    assert (r.kind, r.start, r.end) == ("now", now, now + timedelta(minutes=1))
 
 
 def test_naive_and_foreign_now():

@@ -21,7 +21,10 @@ What :func:`extract_pdf` does, page by page:
 * running headers and footers are removed: lines among the first and last
   three lines of a page that repeat (digits replaced by '#', case and
   whitespace ignored) on at least half of the pages -- or half of the even or
-  the odd pages, for alternating headers -- plus header lines carrying the
+  the odd pages, for alternating headers; the same test runs on printed rows
+  and their pieces (cells, or the per-column lines a multi-column page splits
+  a header into), so "Manual ... 4. Cleaning" goes whether the page has one
+  column or two, the varying chapter title with it -- plus header lines carrying the
   page number (the printed number following the physical page index with a
   constant offset), plus standalone page numbers ("4", "- 4 -",
   "Page 4 of 11", "iv") at the very top or bottom;
@@ -708,6 +711,31 @@ def _int_tokens(line: _Line) -> list[int]:
     return out
 
 
+def _visual_rows(lines: list[_Line]) -> list[list[_Line]]:
+    """Lines printed side by side, grouped: on a multi-column page the column reader splits a
+    running header ("Manual ... 4. Cleaning") into one line per column; here it is one row again."""
+    rows: list[list[_Line]] = []
+    for l in sorted(lines, key=lambda l: (l.top, l.x0)):
+        if rows and abs(l.top - rows[-1][0].top) <= 0.5 * max(l.h, rows[-1][0].h, 1.0):
+            rows[-1].append(l)
+        else:
+            rows.append([l])
+    return [sorted(r, key=lambda l: l.x0) for r in rows]
+
+
+def _row_units(row: list[_Line]) -> list[tuple[_Line, str]]:
+    """The printed pieces of a row: each line's cells (wide gaps) or its text, with letters."""
+    out = []
+    for l in row:
+        for c in (l.cells if l.rowlike else [l.text]):
+            if re.search(r"[^\W\d_]{2}", c):
+                out.append((l, c))
+    return out
+
+
+MAX_RUNNING_WORDS = 12  # a row part removed beside a running piece is header-sized
+
+
 def _remove_headers_footers(layouts: list[_PageLayout]) -> list[str]:
     pages = [lay for lay in layouts if lay.lines]
     n = len(pages)
@@ -751,6 +779,37 @@ def _remove_headers_footers(layouts: list[_PageLayout]) -> list[str]:
         and _varying_numbers(numbers[k]) <= 1
     }
 
+    # 1b. the same on printed rows and their pieces: a running piece ("ACME X200 User Manual")
+    # repeats whether the page has one column (one line, cells apart) or two (one line per
+    # column), and takes the varying part beside it (the chapter title) along
+    ucount: Counter = Counter()
+    ucount_par = [Counter(), Counter()]
+    unumbers: dict[str, set[tuple[int, ...]]] = {}
+    unot: set[str] = set()
+    edge_rows: dict[int, list[list[_Line]]] = {}
+    for lay in pages:
+        rows = _visual_rows(lay.lines)
+        zone = 0 if len(rows) < 2 else min(HEADER_ZONE, max(1, len(rows) // 3))
+        cand_rows = rows[:zone] + [r for r in rows[len(rows) - zone :] if r not in rows[:zone]]
+        edge_rows[lay.number] = cand_rows
+        seen_u: dict[str, str] = {}
+        for r in cand_rows:
+            for _, piece in _row_units(r):
+                k = _norm(piece)
+                unumbers.setdefault(k, set()).add(
+                    tuple(int(d) for d in re.findall(r"\d+", re.sub(r"\s+", "", piece))))
+                if seen_u.setdefault(k, piece) != piece:
+                    unot.add(k)
+        ucount.update(list(seen_u))
+        ucount_par[lay.number % 2].update(list(seen_u))
+    repeated_units = {
+        k
+        for k in ucount
+        if (ucount[k] >= thr or ucount_par[0][k] >= thr_par[0] or ucount_par[1][k] >= thr_par[1])
+        and k not in unot
+        and _varying_numbers(unumbers[k]) <= 1
+    }
+
     # 2. header/footer lines carrying the page number (printed = physical + offset)
     offsets: Counter = Counter()
     for lay in pages:
@@ -770,6 +829,12 @@ def _remove_headers_footers(layouts: list[_PageLayout]) -> list[str]:
         for l in cand:
             if l.norm in repeated:
                 l.removed = True
+        for r in edge_rows[lay.number]:
+            running = {id(l) for l, piece in _row_units(r) if _norm(piece) in repeated_units}
+            if running:
+                for l in r:
+                    if id(l) in running or len(l.text.split()) <= MAX_RUNNING_WORDS:
+                        l.removed = True
         # 3. page numbers -- standalone, or in a header/footer line when the
         # numbering offset is known -- peeled off the very top and bottom
         expected = None if page_offset is None else lay.number + page_offset

@@ -1,6 +1,7 @@
 """The preset itself: mode, prompt template ({brand}), retrieval defaults, role boosts after
-fusion (§19: event > article > manual; ×1.3, ×1.1, then ×1.0, never a filter), card types and
-fallback text."""
+fusion (event > support > article > manual; ×1.3, ×1.1, then ×1.0, never a filter: the support
+pages -- age policy, entry rules -- stay reachable for a policy question), card types and fallback
+text."""
 from kbframework.types import Preset
 
 PROMPT = (
@@ -16,7 +17,7 @@ PRESET = Preset(
     label="Events concierge",
     prompt_template=PROMPT,
     fallback_text="I couldn't find any events matching that. Want me to look at other dates?",
-    role_priority=["event", "article", "manual"],
+    role_priority=["event", "support", "article", "manual"],
     card_types=["event"],
     retrieval_limit=6,
     future_events_only=True,
