@@ -14,7 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
-MODULES = ["core_bench", "woocommerce_bench", "wordpress_bench", "embed_bench", "pdf_bench", "retrieval_bench"]
+MODULES = ["core_bench", "woocommerce_bench", "wordpress_bench", "wordpress_companion_bench", "embed_bench", "pdf_bench", "retrieval_bench"]
 
 
 def main() -> int:
