@@ -99,7 +99,7 @@ function kbfc_render_settings_page(): void
         $type = in_array($msg['type'] ?? '', ['success', 'error', 'warning'], true) ? $msg['type'] : 'info';
         printf('<div class="notice notice-%s" id="kbfc-message"><p>%s</p></div>', esc_attr($type), esc_html($msg['text']));
     }
-    settings_errors();
+    // "Settings saved" comes from wp-admin/options-head.php (every page under Settings shows it).
 
     echo '<h2>' . esc_html__('Connection', 'kbframework-connect') . '</h2>';
     if (!$c) {
