@@ -93,6 +93,9 @@ def run() -> dict:
                        capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         return {"error": f"setup_wp.sh failed: {r.stderr[-500:]}"}
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     platform = LivePlatform(create_app({"RATELIMIT_ENABLED": False}))
     os.environ["KB_PUBLIC_URL"] = platform.url
     out: dict = {"saves": N_SAVES, "targets": TARGETS}

@@ -30,6 +30,8 @@ define('KBFC_OPTION_LOCK', 'kbfc_queue_lock');
 /** The queued delivery of one notice (WP-Cron event or Action Scheduler action). */
 define('KBFC_HOOK', 'kbfc_deliver_notice');
 define('KBFC_GROUP', 'kbframework-connect');
+/** The WP-Cron event that runs the plugin's own queue (when Action Scheduler is absent). */
+define('KBFC_TRIGGER', 'kbfc_run_queue_event');
 
 require_once KBFC_DIR . '/includes/requirements.php';
 require_once KBFC_DIR . '/includes/connection.php';

@@ -186,7 +186,7 @@ function kbfc_connect(string $code, int $user_id)
         'app_password_uuid' => $item['uuid'],
         'app_user_id' => $user_id,
         'connected_at' => time(),
-    ], false);
+    ], true); // autoloaded: every front-end page and every save reads it
     delete_option(KBFC_OPTION_LAST_DELIVERY);
     return true;
 }

@@ -7,9 +7,12 @@
  * the raw body) and retries with backoff while the platform is unreachable. The platform
  * re-reads the post through the REST API, so a notice carries no content.
  *
- * Without Action Scheduler, a request that queued notices asks the queue runner to start
- * right away with a non-blocking loopback request (as WordPress does to spawn WP-Cron), so
- * a change arrives within seconds even when no visitor comes by; retries wait for WP-Cron.
+ * Without Action Scheduler, each job is one row of its own in wp_options (`kbfc_q_<due>_<id>`,
+ * not autoloaded): an INSERT, so two saves at once can never overwrite each other's job, as
+ * they could in WP-Cron's single serialized `cron` option. WP-Cron only holds the trigger
+ * (`kbfc_run_queue_event` at the earliest due time) that runs the queue. A request that
+ * queued notices also starts the runner right away with a non-blocking loopback request (as
+ * WordPress does to spawn WP-Cron), so a change arrives within seconds.
  */
 
 if (!defined('ABSPATH')) {
@@ -147,11 +150,42 @@ function kbfc_schedule(array $job, int $delay): void
         }
         return;
     }
-    // queued_at + attempt make every job's arguments unique, so WP-Cron never merges two.
-    wp_schedule_single_event(time() + max(0, $delay), KBFC_HOOK, [$job]);
+    $due = time() + max(0, $delay);
+    add_option(sprintf('kbfc_q_%010d_%s', $due, bin2hex(random_bytes(6))), $job, '', false);
+    kbfc_ensure_trigger($due);
     if ($delay <= 0) {
         $GLOBALS['kbfc_kick'] = true;
     }
+}
+
+/** A WP-Cron event that runs the queue at or before $due (the cron array is in memory). */
+function kbfc_ensure_trigger(int $due): void
+{
+    foreach ((array) _get_cron_array() as $ts => $hooks) {
+        if ($ts > $due) {
+            break; // sorted by time
+        }
+        if (isset($hooks[KBFC_TRIGGER])) {
+            return;
+        }
+    }
+    wp_schedule_single_event($due, KBFC_TRIGGER, [$due]);
+}
+
+/** Queued jobs (own queue only): [[due, job, option name], ...], oldest first. */
+function kbfc_pending(int $limit = 500): array
+{
+    global $wpdb;
+    $rows = $wpdb->get_results($wpdb->prepare(
+        "SELECT option_name, option_value FROM {$wpdb->options} WHERE option_name LIKE %s ORDER BY option_name LIMIT %d",
+        $wpdb->esc_like('kbfc_q_') . '%',
+        $limit
+    ));
+    $out = [];
+    foreach ((array) $rows as $row) {
+        $out[] = [(int) substr($row->option_name, 7, 10), maybe_unserialize($row->option_value), $row->option_name];
+    }
+    return $out;
 }
 
 /** Whether a failed delivery is worth retrying: the network, a timeout, rate limits, 5xx. */
@@ -220,21 +254,11 @@ function kbfc_deliver($job): void
     }
 }
 
-/** Queued delivery jobs (WP-Cron only): [[timestamp, job], ...], oldest first. */
-function kbfc_pending(): array
-{
-    $out = [];
-    foreach ((array) _get_cron_array() as $ts => $hooks) {
-        foreach ((array) ($hooks[KBFC_HOOK] ?? []) as $event) {
-            $out[] = [(int) $ts, $event['args'][0] ?? null];
-        }
-    }
-    return $out;
-}
-
 /**
  * Run queued deliveries now: the due ones, or all of them ($all, e.g. "Send pending now").
- * One runner at a time (an option used as a lock, taken atomically with add_option).
+ * One runner at a time (an option used as a lock, taken atomically with add_option). A job
+ * is removed only after its delivery was tried (a retry is queued as a new job first), so a
+ * runner that dies midway delivers twice rather than never.
  */
 function kbfc_run_queue(bool $all = false): int
 {
@@ -251,30 +275,39 @@ function kbfc_run_queue(bool $all = false): int
     $n = 0;
     try {
         $deadline = microtime(true) + 45;
-        foreach ((array) _get_cron_array() as $ts => $hooks) {
-            if (!$all && $ts > time()) {
-                break; // the cron array is sorted by time
-            }
-            foreach ((array) ($hooks[KBFC_HOOK] ?? []) as $event) {
-                $args = $event['args'] ?? [];
-                wp_unschedule_event($ts, KBFC_HOOK, $args);
-                do_action_ref_array(KBFC_HOOK, $args);
+        do {
+            $batch = kbfc_pending(100);
+            $done = 0;
+            foreach ($batch as [$due, $job, $name]) {
+                if (!$all && $due > time()) {
+                    break 2;
+                }
+                do_action(KBFC_HOOK, $job);
+                delete_option($name);
                 $n++;
+                $done++;
                 if (microtime(true) > $deadline) {
                     break 2;
                 }
             }
-        }
+        } while ($done > 0 && !$all);
     } finally {
         delete_option(KBFC_OPTION_LOCK);
+    }
+    $next = kbfc_pending(1);
+    if ($next) {
+        kbfc_ensure_trigger((int) $next[0][0]);
     }
     return $n;
 }
 
-/** Drop every queued delivery (disconnect, uninstall). */
+/** Drop every queued delivery (disconnect, deactivation, uninstall). */
 function kbfc_clear_queue(): void
 {
+    global $wpdb;
+    $wpdb->query($wpdb->prepare("DELETE FROM {$wpdb->options} WHERE option_name LIKE %s", $wpdb->esc_like('kbfc_q_') . '%'));
     if (function_exists('wp_unschedule_hook')) {
+        wp_unschedule_hook(KBFC_TRIGGER);
         wp_unschedule_hook(KBFC_HOOK);
     }
     if (function_exists('as_unschedule_all_actions')) {
@@ -325,6 +358,9 @@ add_action('woocommerce_update_product', 'kbfc_on_product_saved', 10, 2);
 add_action('woocommerce_product_set_stock', 'kbfc_on_stock', 10, 1);
 add_action('woocommerce_variation_set_stock', 'kbfc_on_stock', 10, 1);
 add_action(KBFC_HOOK, 'kbfc_deliver', 10, 1);
+add_action(KBFC_TRIGGER, function () {
+    kbfc_run_queue(false);
+});
 add_action('shutdown', 'kbfc_kick_runner');
 add_action('wp_ajax_kbfc_run_queue', 'kbfc_ajax_run_queue');
 add_action('wp_ajax_nopriv_kbfc_run_queue', 'kbfc_ajax_run_queue');

@@ -39,15 +39,9 @@ function kbfc_activate(): void
 
 function kbfc_deactivate(): void
 {
-    // With the plugin off nothing would deliver queued notices (WP-Cron would drop them unhandled):
-    // clear them; the platform's scheduled sync catches up with whatever changed meanwhile.
-    if (function_exists('wp_unschedule_hook')) {
-        wp_unschedule_hook(KBFC_HOOK);
-    }
-    if (function_exists('as_unschedule_all_actions')) {
-        as_unschedule_all_actions(KBFC_HOOK);
-    }
-    delete_option(KBFC_OPTION_LOCK);
+    // With the plugin off nothing would deliver queued notices: drop them; the platform's
+    // scheduled sync catches up with whatever changed meanwhile.
+    kbfc_clear_queue();
 }
 
 /** After activation (and until connected), point the admin to the settings page. */
