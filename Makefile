@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PLUGINS := $(wildcard plugins/*/pyproject.toml) $(wildcard presets/*/pyproject.toml)
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast bench services-start services-stop clean
+.PHONY: install run test test-fast bench services-start services-stop clean wp-plugin
 
 $(STAMP): pyproject.toml $(PLUGINS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,10 @@ test-fast: install
 
 bench: install
 	$(BIN)/python -m bench.run
+
+# the WordPress companion plugin as an installable zip: dist/kbframework-connect-<version>.zip
+wp-plugin:
+	$(PY) scripts/build-wp-plugin.py
 
 services-start: install
 	$(BIN)/kbf services start

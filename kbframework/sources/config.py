@@ -34,7 +34,10 @@ def describe_source_types() -> list[dict]:
                          "help": (f.metadata or {}).get("description")})
         out.append({"name": name, "label": getattr(c, "label", name), "fields": flds,
                     "supports_sync": getattr(c, "supports_sync", True),
-                    "supports_webhooks": hasattr(c, "handle_webhook")})
+                    "supports_webhooks": hasattr(c, "handle_webhook"),
+                    # extra entry points a connector offers on the admin's source page
+                    "links": [{"label": str(a["label"]), "url": str(a["url"])}
+                              for a in getattr(c, "admin_links", ()) or ()]})
     return out
 
 

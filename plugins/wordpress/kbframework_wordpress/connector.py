@@ -16,6 +16,7 @@ Sync (driven by ``kbframework.sources.sync.run_sync``):
 """
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta, timezone
 from typing import Iterator, Optional
 
@@ -56,6 +57,8 @@ class WordPressConnector:
     config_schema = WordPressConfig
     secret_fields = ("app_password", "bearer_token", "webhook_secret")
     supports_sync = True
+    #: links the admin's source page shows on this type's card (the host renders them as given)
+    admin_links = ({"label": "Connect a WordPress site", "url": "/admin/wordpress/connect"},)
 
     @staticmethod
     def mapping_example() -> dict:
@@ -136,7 +139,13 @@ class WordPressConnector:
         item = record.payload
         post_type = str(item.get("type") or record.kind or "post")
         mapping = effective_mapping(post_type, (config.get("field_mapping") or {}).get(post_type))
-        return build_draft(item, mapping, ctx.timezone or "UTC")
+        draft = build_draft(item, mapping, ctx.timezone or "UTC")
+        if not draft.published:
+            # Only a re-read of one item (a webhook or notice) returns a non-public post, and it
+            # is the site's state now. WordPress keeps whole seconds: a trash or unpublish in the
+            # same second as the last edit carries the same time and would be ignored as stale.
+            draft = dataclasses.replace(draft, source_modified_at=None)
+        return draft
 
     def handle_webhook(self, headers: dict, raw_body: bytes, secrets: dict) -> dict:
         return wh.handle(headers, raw_body, secrets)

@@ -213,6 +213,9 @@ class WordPressConfig(Schema):
     max_items = fields.Integer(load_default=50000, validate=validate.Range(1, 1_000_000),
                                metadata={"description": "safety cap per post type and sync"})
     sync_interval_minutes = fields.Integer(load_default=None, allow_none=True, validate=validate.Range(5, 10080))
+    companion = fields.Dict(load_default=None, allow_none=True,
+                            metadata={"description": "set by the kbframework Connect plugin (site, key, "
+                                                     "connection time); not edited by hand"})
 
     @validates_schema
     def _consistent(self, data, **_):

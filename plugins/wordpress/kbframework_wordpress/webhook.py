@@ -36,7 +36,7 @@ from typing import Any, Optional
 from urllib.parse import parse_qsl
 
 SECRET_HEADERS = ("x-kb-webhook-secret", "x-webhook-secret", "x-wp-webhook-secret")
-SIGNATURE_HEADERS = ("x-wp-webhook-signature", "x-kb-signature", "x-webhook-signature", "x-hub-signature-256",
+SIGNATURE_HEADERS = ("x-kbf-signature", "x-wp-webhook-signature", "x-kb-signature", "x-webhook-signature", "x-hub-signature-256",
                      "x-signature")
 DELIVERY_HEADERS = ("x-kb-delivery-id", "x-delivery-id", "x-wp-webhook-delivery-id", "x-request-id",
                     "idempotency-key")
@@ -167,6 +167,47 @@ def describe(body: dict) -> dict:
     return {"post_id": pid, "post_type": ptype, "status": status, "modified": modified, "hint": hint}
 
 
+NOTICE_EVENTS = ("publish", "update", "unpublish", "trash", "untrash", "delete", "product_save", "stock",
+                 "ping")
+
+
+def companion_notice(headers: dict, raw: bytes, body: dict, secret: str) -> dict:
+    """A notice of the kbframework Connect plugin: ``{"kbf_notice": 1, "post_id", "post_type",
+    "event", "modified_gmt", "ts", "nonce"}``, signed (``X-KBF-Signature``) over the raw
+    body. The signature alone is not enough: the timestamp must be fresh and the nonce new,
+    so a captured notice cannot be sent again. The post is re-read from the REST API; the
+    notice's modification time only lets an older notice be skipped as stale."""
+    from kbframework_wordpress import companion as cp
+
+    if not _lower(headers).get("x-kbf-signature"):
+        return {"ok": False, "reason": "A kbframework Connect notice must be signed (X-KBF-Signature)."}
+    scope = hashlib.sha256(secret.encode("utf-8")).hexdigest()[:24]
+    why = cp.check_fresh(body, scope)
+    if why:
+        return {"ok": False, "reason": why, "topic": "notice.refused"}
+    event = str(body.get("event") or "update")[:20]
+    if event not in NOTICE_EVENTS:
+        event = "update"
+    ptype = body.get("post_type") if isinstance(body.get("post_type"), str) \
+        and re.match(r"^[a-z0-9_-]{1,40}$", body["post_type"]) else "post"
+    topic = f"{ptype}.{event}"
+    pid = _int_id(body.get("post_id"))
+    if ptype == "product_variation" and _int_id(body.get("parent_id")):
+        pid, ptype = _int_id(body.get("parent_id")), "product"  # a variation's stock is its product's
+        topic = f"product.{event}"
+    if event == "ping" or not pid:
+        return {"ok": True, "kind": "ping", "topic": topic}
+    modified = None
+    if event in ("publish", "update", "product_save", "stock"):
+        # lets a late retry of an older version be skipped; a status change always re-reads
+        from kbframework_wordpress.mapping import parse_gmt
+
+        modified = parse_gmt(body.get("modified_gmt")) if isinstance(body.get("modified_gmt"), str) else None
+    return {"ok": True, "kind": "item", "external_id": str(pid), "event": "updated", "topic": topic,
+            "delivery_id": f"kbfc-{body['nonce']}"[:200], "source_modified_at": modified,
+            "payload": {"post_type": ptype, "hint": event}}
+
+
 def handle(headers, raw_body: bytes, secrets: dict) -> dict:
     raw = raw_body or b""
     ok, reason = authenticate(headers, raw, (secrets or {}).get("webhook_secret"), _query_secret())
@@ -175,6 +216,8 @@ def handle(headers, raw_body: bytes, secrets: dict) -> dict:
     body = parse_body(headers, raw)
     if body is None:
         return {"ok": False, "reason": "The webhook body is neither JSON nor a form."}
+    if body.get("kbf_notice"):
+        return companion_notice(headers, raw, body, secrets["webhook_secret"])
     info = describe(body)
     h = _lower(headers)
     hint = (info["hint"] or h.get("x-wp-webhook-name") or "changed").lower()[:40]
