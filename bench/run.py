@@ -14,8 +14,8 @@ import time
 import traceback
 from pathlib import Path
 
-# every bench module beside this file, core first (it warms nothing the others rely on;
-# it is simply the headline); the rest alphabetically, so a new bench needs no edit here
+# every *_bench.py beside this file: core first (the headline figures), the rest
+# alphabetically, so a new bench module needs no edit here
 MODULES = ["core_bench"] + sorted(p.stem for p in Path(__file__).parent.glob("*_bench.py")
                                   if p.stem != "core_bench")
 
