@@ -23,6 +23,7 @@ from sqlalchemy import select
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import ChatFeedback, ChatLog
+from kbframework.net import safe_link
 from kbframework.web import embed_security as sec
 
 log = logging.getLogger("kbframework.embed")
@@ -45,7 +46,10 @@ def public_card(card: dict) -> dict | None:
         if k in HIDDEN_CARD_FIELDS or k.startswith("_"):
             continue
         if k == "cta":
-            out[k] = {"label": v.get("label"), "url": v.get("url")} if isinstance(v, dict) else None
+            out[k] = {"label": v.get("label"), "url": safe_link(v.get("url"))} \
+                if isinstance(v, dict) and safe_link(v.get("url")) else None
+        elif k in ("url", "image"):
+            out[k] = safe_link(v)
         elif v is None or isinstance(v, (str, int, float, bool)):
             out[k] = v
     return out
@@ -54,7 +58,13 @@ def public_card(card: dict) -> dict | None:
 def public_sources(sources, show: bool) -> list[dict]:
     if not show:
         return []
-    return [{k: src.get(k) for k in PUBLIC_SOURCE_FIELDS} for src in sources or [] if isinstance(src, dict)]
+    out = []
+    for src in sources or []:
+        if isinstance(src, dict):
+            item = {k: src.get(k) for k in PUBLIC_SOURCE_FIELDS}
+            item["source_url"] = safe_link(item.get("source_url"))  # checked again on the way out
+            out.append(item)
+    return out
 
 
 def public_view(result: dict, session_id: str | None, show_sources: bool = True) -> dict:

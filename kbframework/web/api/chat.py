@@ -25,8 +25,11 @@ def chat():
     history = data.get("history") or []
     if not isinstance(history, list):
         raise ValidationFailed("'history' must be a list of {role, content}.")
-    return answer(org_id(), question, mode=data.get("mode") or None, history=history, channel="admin",
-                  user_id=as_uuid(current_user.user_id), session_id=data.get("session_id"))
+    from kbframework.web.links import clean_answer_links
+
+    return clean_answer_links(answer(org_id(), question, mode=data.get("mode") or None, history=history,
+                                     channel="admin", user_id=as_uuid(current_user.user_id),
+                                     session_id=data.get("session_id")))
 
 
 @bp.get("/chat-logs/<log_id>")
