@@ -195,6 +195,7 @@ def passage_view(p: dict, tz: str | None = None) -> dict:
     structured fields (date in the organization's zone, venue, price, stock, links)."""
     meta = p["dmeta"] or {}
     from kbframework.default_plugins.cards import format_price
+    from kbframework.net import safe_link
 
     structured = p["document_role"] in ("product", "event")
     stock = meta.get("in_stock") if p["document_role"] == "product" else None
@@ -205,7 +206,7 @@ def passage_view(p: dict, tz: str | None = None) -> dict:
             "venue": ", ".join(x for x in (p["venue"], p["city"]) if x) or None,
             "price": format_price(meta) if structured else None,
             "stock": None if stock is None else ("in stock" if stock in (True, "true", 1) else "out of stock"),
-            "url": p["source_url"], "ticket_url": ticket if isinstance(ticket, str) else None,
+            "url": safe_link(p["source_url"]), "ticket_url": safe_link(ticket),
             "pages": page_label(p["metadata"] or {})}
 
 
