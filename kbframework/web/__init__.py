@@ -13,6 +13,17 @@ from kbframework.web.extensions import cors, limiter, login_manager
 log = logging.getLogger("kbframework.web")
 
 
+def secure_cookies() -> bool:
+    """``KB_SECURE_COOKIES``: "1" / "0" decide; unset, cookies are ``Secure`` whenever the
+    configured public URL (``KB_PUBLIC_URL``) is https."""
+    explicit = (os.environ.get("KB_SECURE_COOKIES") or "").strip().lower()
+    if explicit in ("1", "true", "yes", "on"):
+        return True
+    if explicit in ("0", "false", "no", "off"):
+        return False
+    return (os.environ.get("KB_PUBLIC_URL") or "").strip().lower().startswith("https://")
+
+
 def create_app(test_config: dict | None = None) -> Flask:
     cfg = get_config()
     app = Flask(__name__, template_folder=None)
@@ -20,7 +31,8 @@ def create_app(test_config: dict | None = None) -> Flask:
         SECRET_KEY=cfg.secret("flask_secret_key", "KB_SECRET_KEY"),
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
-        SESSION_COOKIE_SECURE=os.environ.get("KB_SECURE_COOKIES") == "1",  # set behind HTTPS
+        SESSION_COOKIE_SECURE=secure_cookies(),
+        REMEMBER_COOKIE_SECURE=secure_cookies(),
         PERMANENT_SESSION_LIFETIME=timedelta(days=cfg.session_days),
         MAX_CONTENT_LENGTH=cfg.upload_max_bytes + 1024 * 1024,
         JSON_SORT_KEYS=False,
