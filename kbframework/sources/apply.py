@@ -148,7 +148,7 @@ def _copy(doc: Document, draft: DocumentDraft) -> None:
             setattr(doc, f, val)
     meta = dict(doc.metadata_ or {})
     for k in [k for k in meta if not k.startswith("last_") and k not in draft.metadata
-              and k not in ("unpublished_at",)]:
+              and k not in ("unpublished_at", "content_flags")]:
         meta.pop(k)
     meta.update(draft.metadata or {})
     meta.pop("unpublished_at", None)

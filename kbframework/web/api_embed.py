@@ -24,6 +24,7 @@ from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import ChatFeedback, ChatLog
 from kbframework.net import safe_link
+from kbframework.retrieval.prompt import LEAK_REFUSAL, LeakGuard, leaks, system_fragments
 from kbframework.web import embed_security as sec
 
 log = logging.getLogger("kbframework.embed")
@@ -125,16 +126,28 @@ def chat(version, key):
     kwargs = dict(history=history, channel="public", assistant_key_id=k.id, session_id=session_id,
                   max_chars=limits["max_message_chars"])
     wants_stream = data.get("stream") is True and "text/event-stream" in request.headers.get("Accept", "")
+    fragments = _instruction_fragments(k)
     if not wants_stream:
-        result = answer(k.organization_id, message, **kwargs)
+        result = _withhold_leak(answer(k.organization_id, message, **kwargs), fragments, leaked=None)
         return sec.cors(sec.json_response(public_view(result, session_id, show_sources)), k)
 
     q: _queue.Queue = _queue.Queue()
     org_id = k.organization_id
 
+    guard = LeakGuard(fragments)
+
+    def on_token(t):
+        safe = guard.feed(t)
+        if safe:
+            q.put(("token", {"t": safe}))
+
     def work():
         try:
-            res = answer(org_id, message, on_token=lambda t: q.put(("token", {"t": t})), **kwargs)
+            res = answer(org_id, message, on_token=on_token, **kwargs)
+            tail = guard.finish()
+            if tail:
+                q.put(("token", {"t": tail}))
+            res = _withhold_leak(res, fragments, leaked=guard.leaked)
             q.put(("done", public_view(res, session_id, show_sources)))
         except KBError as exc:
             q.put(("error", {"error": {"code": exc.code, "message": exc.message}}))
@@ -159,6 +172,34 @@ def chat(version, key):
     resp.headers["Cache-Control"] = "no-cache, no-store"
     resp.headers["X-Accel-Buffering"] = "no"
     return sec.cors(resp, k)
+
+
+def _instruction_fragments(k) -> list[str]:
+    from kbframework import registry
+
+    templates = [k.system_prompt or ""] + [p.prompt_template or "" for p in registry.presets().values()]
+    return system_fragments(templates)
+
+
+def _withhold_leak(result: dict, fragments: list[str], leaked: bool | None) -> dict:
+    """The system prompt is never returned to a public caller: an answer that quotes it is
+    replaced (and the chat log flagged for the admin)."""
+    if leaked is None:
+        leaked = leaks(result.get("answer") or "", fragments)
+    if not leaked:
+        return result
+    log.warning("embed: an answer quoted the system prompt; withheld (message %s)", result.get("message_id"))
+    try:
+        from sqlalchemy import cast, literal, update
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        with session_scope() as s:
+            s.execute(update(ChatLog).where(ChatLog.id == uuid.UUID(str(result["message_id"]))).values(
+                flags=ChatLog.flags.op("||")(cast(literal(json.dumps(["system_prompt_withheld"])), JSONB)),
+                final_answer=LEAK_REFUSAL))
+    except Exception as exc:  # the refusal still goes out
+        log.warning("could not flag the chat log: %s", exc)
+    return {**result, "answer": LEAK_REFUSAL}
 
 
 @bp.route("/api/embed/<version>/<key>/feedback", methods=["POST", "OPTIONS"])

@@ -58,6 +58,7 @@ class KeyInfo:
     branding: dict = field(default_factory=dict)
     status: str = "active"
     matched_origin: str | None = None
+    system_prompt: str | None = None  # the organization's own; only ever used to keep it from leaking
 
 
 class OriginNotAllowed(KBError):
@@ -112,7 +113,8 @@ def load_key(key: str) -> KeyInfo:
         origins = [o for o in (normalize_origin(x) for x in (row.allowed_origins or [])) if o]
         return KeyInfo(row.id, row.organization_id, row.key, origins,
                        row.rate_per_minute, row.rate_per_day, row.rate_per_ip_minute, dict(row.settings or {}),
-                       org.name, dict(((st.extra if st else {}) or {}).get("branding") or {}), row.status)
+                       org.name, dict(((st.extra if st else {}) or {}).get("branding") or {}), row.status,
+                       system_prompt=st.system_prompt if st else None)
 
 
 # --------------------------------------------------------------------------- origins
