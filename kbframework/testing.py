@@ -90,6 +90,7 @@ def kb_clean(kb_services):
     from kbframework.retrieval.search import forget_counts
 
     with get_engine().begin() as conn:
+        conn.execute(text("SET LOCAL ROLE NONE"))  # maintenance as the database user (TRUNCATE skips row security)
         conn.execute(text("TRUNCATE " + ", ".join(TABLES) + " RESTART IDENTITY CASCADE"))
     get_redis().flushdb()
     forget_counts()

@@ -16,8 +16,15 @@ from kbframework.errors import KBError
 
 class KBGroup(click.Group):
     def invoke(self, ctx):
+        from kbframework.text.inputs import BadInput, check_text
+
         try:
+            for arg in sys.argv[1:]:  # undecodable bytes in an argument arrive as lone surrogates
+                check_text(arg, "An argument")
             return super().invoke(ctx)
+        except BadInput as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
         except KBError as exc:
             click.echo(f"error: {exc.message}", err=True)
             if exc.details:
@@ -285,9 +292,16 @@ def _read_text(path: str) -> str:
     if not p.exists():
         raise KBError(f"No such file: {path}")
     try:
-        return p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise KBError(f"{path} is not UTF-8 text.")
+    from kbframework.text.inputs import BadInput, check_text
+
+    try:
+        check_text(text, path)
+    except BadInput as exc:
+        raise KBError(str(exc)) from None
+    return text
 
 
 @doc.command("add-pdf")

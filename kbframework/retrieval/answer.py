@@ -20,6 +20,7 @@ Zero qualifying chunks: no LLM call, the preset's fallback text, ``debug.reason`
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import time
@@ -413,7 +414,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
             # 6. vector_search ‖ keyword_search: the keyword leg runs in parallel on its own
             #    connection (both legs wait on PostgreSQL, not on Python)
             t0 = time.perf_counter()
-            kw_future = _POOL.submit(_keyword_leg, pf, text_q)
+            kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, pf, text_q)  # same tenant scope
             plans = []
             for model, (dim, vec) in qvecs.items():
                 hits, plan = vector_search(s, pf, model, dim, vec, k=VECTOR_K, floor=ctx.floor)

@@ -11,6 +11,7 @@ see ``embed_security``. Errors are JSON ``{"error": {code, message}}`` with CORS
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import queue as _queue
@@ -157,7 +158,8 @@ def chat(version, key):
         finally:
             q.put(None)
 
-    threading.Thread(target=work, daemon=True, name="kbf-embed-answer").start()
+    ctx = contextvars.copy_context()  # the answer runs in the request's organization scope
+    threading.Thread(target=ctx.run, args=(work,), daemon=True, name="kbf-embed-answer").start()
 
     def events():
         yield ": stream\n\n"  # opens the response at once (time to first byte)

@@ -14,6 +14,7 @@ from flask import (Blueprint, current_app, redirect, render_template_string, req
                    session, url_for)
 from flask_login import UserMixin, current_user, login_required, login_user, logout_user
 
+from kbframework import tenancy
 from kbframework.orgs import accounts
 from kbframework.config import get_config
 from kbframework.db import session_scope
@@ -46,7 +47,14 @@ class LoginUser(UserMixin):
 
 @login_manager.user_loader
 def _load(token: str):
-    with session_scope() as s:
+    lu = _load_session(token)
+    if lu is not None:
+        tenancy.set_scope(lu.organization_id)  # the rest of the request sees this organization only
+    return lu
+
+
+def _load_session(token: str):
+    with tenancy.system("find a login session by its token"), session_scope() as s:
         row = accounts.load_session(s, token)
         if row is None:
             return None
@@ -145,7 +153,7 @@ def _throttled_login(email: str, password: str) -> LoginUser | None:
 
 
 def _do_login(email: str, password: str) -> LoginUser | None:
-    with session_scope() as s:
+    with tenancy.system("sign in: find the user's memberships, start a session"), session_scope() as s:
         user = accounts.authenticate(s, email, password)
         if user is None:
             return None
