@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 MODULES = ["core_bench", "woocommerce_bench", "wordpress_bench", "embed_bench", "pdf_bench", "retrieval_bench",
-           "reliability_bench"]
+           "reliability_bench", "rls_bench"]
 
 
 def main() -> int:

@@ -36,6 +36,8 @@ ROLE = "kbf_tenant"
 SYSTEM = "system"
 NOBODY = "nobody"
 
+ENABLED = True  # the RLS bench switches it off to measure the cost (new connections follow it)
+
 _scope: ContextVar[Optional[str]] = ContextVar("kbf_tenant_scope", default=None)
 _default = SYSTEM  # not a web request: worker, scheduler, CLI, tests calling functions directly
 
@@ -111,6 +113,8 @@ SET_SQL = "SELECT set_config('app.organization_id', %s, true), set_config('app.r
 
 def on_connect(dbapi_conn) -> None:
     """Enter the tenant role on a new connection (when the migration created it)."""
+    if not ENABLED:
+        return
     cur = dbapi_conn.cursor()
     try:
         cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,))
@@ -123,11 +127,14 @@ def on_connect(dbapi_conn) -> None:
 
 def on_begin(conn) -> None:
     """Copy the scope into the new transaction's settings."""
-    conn.exec_driver_sql(SET_SQL, sql_settings())
+    if ENABLED:
+        conn.exec_driver_sql(SET_SQL, sql_settings())
 
 
 def prefix_for_query_string() -> tuple[str, dict]:
     """For a one-string multi-statement query (run as one implicit transaction)."""
+    if not ENABLED:
+        return "", {}
     org, bypass = sql_settings()
     return ("SELECT set_config('app.organization_id', %(_kb_org)s, true), "
             "set_config('app.rls_bypass', %(_kb_bypass)s, true);\n"), {"_kb_org": org, "_kb_bypass": bypass}

@@ -15,16 +15,19 @@ from kbframework.errors import KBError
 
 
 class KBGroup(click.Group):
-    def invoke(self, ctx):
+    def parse_args(self, ctx, args):
         from kbframework.text.inputs import BadInput, check_text
 
         try:
-            for arg in sys.argv[1:]:  # undecodable bytes in an argument arrive as lone surrogates
+            for arg in args:  # undecodable bytes in an argument arrive as lone surrogates
                 check_text(arg, "An argument")
-            return super().invoke(ctx)
         except BadInput as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+            raise click.UsageError(str(exc), ctx=ctx)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
         except KBError as exc:
             click.echo(f"error: {exc.message}", err=True)
             if exc.details:

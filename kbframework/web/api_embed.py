@@ -18,13 +18,14 @@ import queue as _queue
 import threading
 import uuid
 
-from flask import Blueprint, Response, request, stream_with_context
+from flask import Blueprint, Response, g, request, stream_with_context
 from sqlalchemy import select
 
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import ChatFeedback, ChatLog
 from kbframework.net import safe_link
+from kbframework.text.inputs import bad_char
 from kbframework.retrieval.prompt import LEAK_REFUSAL, LeakGuard, leaks, system_fragments
 from kbframework.web import embed_security as sec
 
@@ -86,6 +87,13 @@ def public_view(result: dict, session_id: str | None, show_sources: bool = True)
 @bp.errorhandler(KBError)
 def _embed_error(exc: KBError):
     """JSON errors with CORS for allowed origins (so the widget can read a 429) and Retry-After."""
+    key = (request.view_args or {}).get("key")
+    if g.get("kb_key") is None and isinstance(key, str) and bad_char(key) is None and exc.code in ("invalid_characters", "json_too_deep",
+                                                                          "payload_too_large", "invalid_input"):
+        try:  # refused at the edge, before the key was checked: still answer the allowed origin
+            sec.check_request(key, count=False)
+        except KBError:
+            pass
     return sec.error_response(exc)
 
 
