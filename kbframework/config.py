@@ -49,6 +49,8 @@ class Config:
     upload_max_bytes: int
     pdf_max_pages: int
     session_days: int
+    allow_private_network: str = ""
+    tenant_private_network: bool = False
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -72,7 +74,19 @@ class Config:
             upload_max_bytes=_int("KB_UPLOAD_MAX_BYTES", 25 * 1024 * 1024),
             pdf_max_pages=_int("KB_PDF_MAX_PAGES", 500),
             session_days=_int("KB_SESSION_DAYS", 14),
+            allow_private_network=_env("KB_ALLOW_PRIVATE_NETWORK", "") or "",
+            tenant_private_network=_env("KB_TENANT_PRIVATE_NETWORK", "0") == "1",
         )
+
+    @property
+    def private_network_policy(self):
+        """``KB_ALLOW_PRIVATE_NETWORK`` as a ``net.AddressPolicy`` (a bad value stops start-up)."""
+        from kbframework.net import parse_private_network_setting
+
+        try:
+            return parse_private_network_setting(self.allow_private_network)
+        except ValueError as exc:
+            raise SystemExit(f"KB_ALLOW_PRIVATE_NETWORK: {exc}")
 
     def secret(self, name: str, env: str, nbytes: int = 32, fernet: bool = False) -> str:
         """A secret from the environment, else one generated once and kept in the data dir."""

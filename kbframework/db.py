@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kbframework import tenancy
 from kbframework.errors import ServiceUnavailable
 
 _lock = threading.Lock()
@@ -37,8 +38,11 @@ def init_engine(url: str, *, pool_size: int = 10) -> Engine:
             try:
                 register_vector(dbapi_conn)
             except Exception:
-                pass  # before the first migration the extension may not exist yet
+                dbapi_conn.rollback()  # before the first migration the extension may not exist yet
+            tenancy.on_connect(dbapi_conn)
 
+        # every transaction carries the organization scope (row-level security)
+        event.listen(_engine, "begin", tenancy.on_begin)
         return _engine
 
 
@@ -56,6 +60,7 @@ def get_autocommit_engine() -> Engine:
             if _fast is None:
                 _fast = create_engine(_url, pool_size=10, max_overflow=20, pool_pre_ping=False,
                                       isolation_level="AUTOCOMMIT", future=True)
+                event.listen(_fast, "connect", lambda dbapi_conn, _rec: tenancy.on_connect(dbapi_conn))
     return _fast
 
 
@@ -64,6 +69,8 @@ def run_autocommit(sql: str, params: dict):
     when the pooled connection turns out to be dead."""
     from sqlalchemy.exc import DBAPIError
 
+    prefix, scope = tenancy.prefix_for_query_string()  # the organization scope, for this one transaction
+    sql, params = prefix + sql, {**params, **scope}
     for attempt in (1, 2):
         try:
             with get_autocommit_engine().connect() as conn:

@@ -18,12 +18,21 @@ def alembic_config() -> AlembicConfig:
     return cfg
 
 
+def _as_owner(conn) -> None:
+    """Migrations run as the configured database user, not the tenant role connections
+    normally enter (row-level security): an explicit bypass for schema changes."""
+    conn.execute(text("SET LOCAL ROLE NONE"))
+    conn.execute(text("SELECT set_config('app.rls_bypass', 'on', true)"))
+
+
 def upgrade(revision: str = "head") -> None:
     engine = get_engine()
     with engine.begin() as conn:
+        _as_owner(conn)
         conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
     _update_vector_extension(engine)
     with engine.begin() as conn:
+        _as_owner(conn)
         cfg = alembic_config()
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
@@ -45,6 +54,7 @@ def _update_vector_extension(engine) -> None:
 
 def downgrade(revision: str) -> None:
     with get_engine().begin() as conn:
+        _as_owner(conn)
         cfg = alembic_config()
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)

@@ -36,10 +36,18 @@ explicit proxies are refused, because a proxy would do its own resolution. The
 ``Authorization`` header is dropped when a redirect leaves the original host (requests'
 rule).
 
-``allow_private`` may be ``False`` (default: only public addresses), ``True`` (no
-address restriction at all -- for an on-premises deployment that syncs an intranet
-site), or an iterable of networks (``{"127.0.0.0/8", "10.1.2.0/24"}``) that are allowed
-in addition to public addresses.
+``allow_private`` may be ``False`` (default: only public addresses), ``True`` (private
+ranges too -- for an on-premises deployment that syncs an intranet site -- but never
+link-local or cloud metadata addresses), an iterable of networks or host names
+(``{"127.0.0.0/8", "10.1.2.0/24", "wiki.intranet"}``) allowed in addition to public
+addresses, or an :class:`AddressPolicy`. Link-local (``169.254.0.0/16``, ``fe80::/10``)
+and the cloud metadata endpoints (``fd00:ec2::254``, ``100.100.100.200``,
+``metadata.google.internal``...) are reachable only when listed explicitly.
+
+Who decides is the operator, not a tenant: :func:`operator_policy` reads
+``KB_ALLOW_PRIVATE_NETWORK`` and :func:`organization_policy` narrows it by the
+organization's ``allow_private_network`` switch when ``KB_TENANT_PRIVATE_NETWORK=1``
+delegates that switch.
 
 Known limits: the response body is always read into memory (up to ``max_bytes``), so
 ``stream=True`` is accepted but has no effect; ports are not restricted (a public host's
@@ -84,6 +92,11 @@ __all__ = [
     "safe_get",
     "check_url",
     "is_blocked_ip",
+    "operator_policy",
+    "safe_link",
+    "organization_policy",
+    "METADATA_NETWORKS",
+    "METADATA_HOSTS",
     "USER_AGENT",
     "DEFAULT_TIMEOUT",
     "DEFAULT_MAX_BYTES",
@@ -193,6 +206,25 @@ _EXTRA_BLOCKED: tuple[_IPNetwork, ...] = tuple(
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
+# Never reachable through "private networks allowed": link-local (where every cloud's
+# instance metadata lives) and the metadata endpoints that sit elsewhere. Only an explicit
+# entry in the allowlist opens one of them.
+METADATA_NETWORKS: tuple[_IPNetwork, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "169.254.0.0/16",  # link-local: AWS/GCP/Azure/OpenStack/Oracle metadata 169.254.169.254
+        "fe80::/10",  # IPv6 link-local
+        "fd00:ec2::254/128",  # AWS metadata over IPv6
+        "100.100.100.200/32",  # Alibaba Cloud metadata
+        "192.0.0.192/32",  # Oracle Cloud (legacy) metadata
+    )
+)
+METADATA_HOSTS = frozenset({
+    "metadata", "metadata.google.internal", "metadata.goog", "metadata.azure.internal",
+    "instance-data", "instance-data.ec2.internal", "metadata.tencentyun.com",
+    "metadata.platformequinix.com",
+})
+
 
 def _same_host_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 address *is* (IPv4-mapped ``::ffff:a.b.c.d``, NAT64
@@ -227,36 +259,70 @@ def _ip_is_unsafe(ip: _IPAddress) -> bool:
     return any(ip.version == net.version and ip in net for net in _EXTRA_BLOCKED)
 
 
-def _parse_networks(allowed: Iterable[Any]) -> tuple[_IPNetwork, ...]:
+def _parse_networks(allowed: Iterable[Any]) -> tuple[tuple[_IPNetwork, ...], frozenset[str]]:
+    """Split an allowlist into networks and host names (``ValueError`` for junk)."""
     if isinstance(allowed, (str, bytes)):
         allowed = [allowed]
-    nets = []
+    nets, hosts = [], set()
     for item in allowed:
-        nets.append(item if isinstance(item, (ipaddress.IPv4Network, ipaddress.IPv6Network))
-                    else ipaddress.ip_network(str(item), strict=False))
-    return tuple(nets)
+        if isinstance(item, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+            nets.append(item)
+            continue
+        text = str(item).strip()
+        if not text:
+            continue
+        try:
+            nets.append(ipaddress.ip_network(text.strip("[]"), strict=False))
+        except ValueError:
+            host = text.lower().rstrip(".")
+            if not _HOST_RE.match(host) or "/" in host:
+                raise ValueError(f"{text!r} is neither a network (10.0.0.0/8) nor a host name") from None
+            hosts.add(host)
+    return tuple(nets), frozenset(hosts)
+
+
+_HOST_RE = __import__("re").compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)*$")
+
+
+def _in(ip: _IPAddress, nets: Iterable[_IPNetwork]) -> bool:
+    return any(ip.version == net.version and ip in net for net in nets)
 
 
 class AddressPolicy:
-    """Which IP addresses may be connected to.
+    """Which IP addresses (and host names) may be connected to.
 
-    ``AddressPolicy(False)``: public addresses only. ``AddressPolicy(True)``: anything.
-    ``AddressPolicy({"127.0.0.0/8"})``: public addresses plus the listed networks.
+    ``AddressPolicy(False)``: public addresses only. ``AddressPolicy(True)``: private
+    ranges too, but not link-local / cloud metadata. ``AddressPolicy({"127.0.0.0/8",
+    "wiki.intranet"})``: public addresses plus the listed networks and hosts (a listed
+    metadata range is allowed: listing it is the explicit decision).
+    ``AddressPolicy(True, {"169.254.169.254/32"})``: both.
     """
 
-    def __init__(self, allow_private: Union[bool, Iterable[Any]] = False):
-        if allow_private is True:
-            self.allow_all = True
-            self.allowed: tuple[_IPNetwork, ...] = ()
+    def __init__(self, allow_private: Union[bool, Iterable[Any], "AddressPolicy"] = False,
+                 extra: Iterable[Any] = ()):
+        if isinstance(allow_private, AddressPolicy):
+            self.private, self.allowed, self.hosts = allow_private.private, allow_private.allowed, allow_private.hosts
+        elif allow_private is True:
+            self.private, self.allowed, self.hosts = True, (), frozenset()
         elif allow_private is False or allow_private is None:
-            self.allow_all = False
-            self.allowed = ()
+            self.private, self.allowed, self.hosts = False, (), frozenset()
         else:
-            self.allow_all = False
-            self.allowed = _parse_networks(allow_private)
+            self.private = False
+            self.allowed, self.hosts = _parse_networks(allow_private)
+        if extra:
+            nets, hosts = _parse_networks(extra)
+            self.allowed, self.hosts = self.allowed + nets, self.hosts | hosts
+
+    # kept for callers that asked "is everything allowed?": nothing ever is any more
+    allow_all = False
+
+    @property
+    def permits_private(self) -> bool:
+        """True if anything beyond public addresses is allowed."""
+        return bool(self.private or self.allowed or self.hosts)
 
     def _key(self) -> tuple:
-        return (self.allow_all, tuple(sorted(str(n) for n in self.allowed)))
+        return (self.private, tuple(sorted(str(n) for n in self.allowed)), tuple(sorted(self.hosts)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AddressPolicy) and self._key() == other._key()
@@ -265,17 +331,25 @@ class AddressPolicy:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        if self.allow_all:
-            return "AddressPolicy(True)"
-        return f"AddressPolicy({[str(n) for n in self.allowed]!r})"
+        items = [str(n) for n in self.allowed] + sorted(self.hosts)
+        if self.private:
+            return f"AddressPolicy(True, {items!r})" if items else "AddressPolicy(True)"
+        return f"AddressPolicy({items!r})"
 
     def _explicitly_allowed(self, ip: _IPAddress) -> bool:
-        return any(ip.version == net.version and ip in net for net in self.allowed)
+        return _in(ip, self.allowed)
+
+    def _unsafe(self, ip: _IPAddress) -> bool:
+        if self._explicitly_allowed(ip):
+            return False
+        if _in(ip, METADATA_NETWORKS) or ip.is_link_local:
+            return True
+        if self.private:
+            return ip.is_multicast or ip.is_unspecified or ip == ipaddress.ip_address("255.255.255.255")
+        return _ip_is_unsafe(ip)
 
     def is_blocked(self, ip: Union[str, _IPAddress]) -> bool:
         """True if connecting to ``ip`` is not allowed by this policy."""
-        if self.allow_all:
-            return False
         if isinstance(ip, str):
             ip = ipaddress.ip_address(ip.split("%", 1)[0])  # drop an IPv6 zone id
         tunnelled = None
@@ -285,20 +359,25 @@ class AddressPolicy:
                 ip = same
             else:
                 tunnelled = _tunnelled_ipv4(ip)
-        if self._explicitly_allowed(ip):
-            return False
-        if _ip_is_unsafe(ip):
+        if self._unsafe(ip):
             return True
-        return tunnelled is not None and _ip_is_unsafe(tunnelled) and not self._explicitly_allowed(tunnelled)
+        return tunnelled is not None and self._unsafe(tunnelled)
+
+    def host_allowed(self, host: str) -> bool:
+        """A host name the allowlist names: whatever it resolves to may be reached."""
+        return host.lower().rstrip(".") in self.hosts
 
     def resolve(self, host: str, port: int, family: int = socket.AF_UNSPEC) -> list[tuple]:
         """Resolve ``host`` and return its addrinfo tuples, or raise :class:`BlockedAddress`
         if *any* address is not allowed. ``socket.gaierror`` propagates unchanged."""
         host = host.strip("[]").rstrip(".")
+        named = self.host_allowed(host)
+        if not named and host.lower() in METADATA_HOSTS:
+            raise BlockedAddress(f"refused: {host!r} is a cloud metadata endpoint", address=host)
         infos = _getaddrinfo(host, port, family, socket.SOCK_STREAM)
         if not infos:
             raise socket.gaierror(f"no addresses for {host!r}")
-        if not self.allow_all:
+        if not named:
             for info in infos:
                 addr = str(info[4][0])
                 if self.is_blocked(addr):
@@ -310,12 +389,92 @@ class AddressPolicy:
         return infos
 
 
+# ------------------------------------------------------------ links we store and show
+
+MAX_LINK_CHARS = 2048
+_LINK_BAD_CHARS = __import__("re").compile(r"[\x00-\x20\x7f<>\"`\\]")
+
+
+def link_problem(url: Any) -> Optional[str]:
+    """Why ``url`` may not be stored or shown as a link (None: it may). A link is an absolute
+    ``http``/``https`` URL with a host, no whitespace, control or quote characters, at most
+    2,048 characters -- no ``javascript:``, ``data:``, ``file:`` or scheme-relative ``//``."""
+    if not isinstance(url, str):
+        return "not text"
+    if not url:
+        return "empty"
+    if len(url) > MAX_LINK_CHARS:
+        return f"longer than {MAX_LINK_CHARS} characters"
+    if _LINK_BAD_CHARS.search(url):
+        return "contains whitespace, control or quote characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError as exc:
+        return f"malformed ({exc})"
+    if parts.scheme.lower() not in ALLOWED_SCHEMES:
+        return f"the scheme {parts.scheme + ':' if parts.scheme else '(none)'} is not http or https"
+    if not parts.hostname:
+        return "no host"
+    return None
+
+
+def safe_link(url: Any) -> Optional[str]:
+    """``url`` if it is a safe http(s) link (see :func:`link_problem`), else None."""
+    if isinstance(url, str):
+        url = url.strip()
+    return url if link_problem(url) is None else None
+
+
+# ------------------------------------------------------- who may open private networks
+
+
+def parse_private_network_setting(value: Optional[str]) -> AddressPolicy:
+    """``KB_ALLOW_PRIVATE_NETWORK``: ""/"0" off; "1" private ranges (not link-local or
+    metadata); or a comma list of CIDRs and host names ("1" may be one of them, so
+    "1,169.254.169.254/32" also opens that one metadata address). ``ValueError`` for junk."""
+    text = (value or "").strip()
+    if text.lower() in ("", "0", "false", "no", "off"):
+        return AddressPolicy(False)
+    items = [x.strip() for x in text.replace(";", ",").split(",") if x.strip()]
+    private = any(x.lower() in ("1", "true", "yes", "on") for x in items)
+    rest = [x for x in items if x.lower() not in ("1", "true", "yes", "on")]
+    return AddressPolicy(private, rest)
+
+
+def operator_policy() -> AddressPolicy:
+    """What the operator allows on this instance (the environment; no tenant can change it)."""
+    from kbframework.config import get_config
+
+    return get_config().private_network_policy
+
+
+def private_network_delegated() -> bool:
+    """``KB_TENANT_PRIVATE_NETWORK=1``: each organization's admin may switch the operator's
+    allowance on for their organization (it stays off until they do)."""
+    from kbframework.config import get_config
+
+    return bool(get_config().tenant_private_network)
+
+
+def organization_policy(extra: Optional[Mapping[str, Any]]) -> AddressPolicy:
+    """The policy one organization's connectors get: the operator's allowance, narrowed to
+    nothing unless the organization switched ``allow_private_network`` on -- when the
+    operator delegated that switch. Without delegation the organization's value is ignored."""
+    base = operator_policy()
+    if not base.permits_private:
+        return base
+    if private_network_delegated() and (extra or {}).get("allow_private_network") is not True:
+        return AddressPolicy(False)
+    return base
+
+
 def _getaddrinfo(host: str, port: int, family: int, socktype: int) -> list[tuple]:
     """The one place that resolves names (tests replace it to simulate DNS)."""
     return socket.getaddrinfo(host, port, family, socktype)
 
 
-def is_blocked_ip(ip: Union[str, _IPAddress], allow_private: Union[bool, Iterable[Any]] = False) -> bool:
+def is_blocked_ip(ip: Union[str, _IPAddress], allow_private: Union[bool, Iterable[Any], AddressPolicy] = False) -> bool:
     """True if ``ip`` may not be connected to under ``allow_private`` (see module doc)."""
     return AddressPolicy(allow_private).is_blocked(ip)
 
@@ -343,8 +502,6 @@ def check_url(url: str, *, allow_private: Union[bool, Iterable[Any], AddressPoli
     host = parts.hostname
     if not host:
         raise BlockedAddress(f"refused: URL without a host: {url!r}", url=url)
-    if policy.allow_all:
-        return
     try:
         policy.resolve(host, port or (443 if scheme == "https" else 80))
     except BlockedAddress as exc:
@@ -444,7 +601,7 @@ class SafeSession(requests.Session):
     def __init__(
         self,
         *,
-        allow_private: Union[bool, Iterable[Any]] = False,
+        allow_private: Union[bool, Iterable[Any], AddressPolicy] = False,
         max_bytes: int = DEFAULT_MAX_BYTES,
         timeout: Any = DEFAULT_TIMEOUT,
         total_timeout: Optional[float] = DEFAULT_TOTAL_TIMEOUT,
@@ -618,7 +775,7 @@ def _read_capped(resp: requests.Response, max_bytes: int, deadline: Optional[flo
 def safe_get(
     url: str,
     *,
-    allow_private: Union[bool, Iterable[Any]] = False,
+    allow_private: Union[bool, Iterable[Any], AddressPolicy] = False,
     params: Any = None,
     headers: Optional[Mapping[str, str]] = None,
     auth: Any = None,

@@ -41,6 +41,7 @@ def apply_settings(s, st, data: dict) -> bool:
         elif k == "extra":
             _check_budget(val.get("budget"))
             old = st.extra or {}
+            _check_private_network(old, val)
             new = {**old, **val}
             if old.get("chunking") != new.get("chunking") or \
                     old.get("embedding_provider") != new.get("embedding_provider"):
@@ -51,6 +52,28 @@ def apply_settings(s, st, data: dict) -> bool:
         else:
             setattr(st, k, val)
     return reindex
+
+
+def _check_private_network(old: dict, new: dict) -> None:
+    """Private-network access is the operator's decision: an organization may switch its
+    ``allow_private_network`` on only when the operator delegated the switch
+    (``KB_TENANT_PRIVATE_NETWORK=1``); switching it off (narrowing) is always allowed."""
+    if "allow_private_network" not in new:
+        return
+    value = new["allow_private_network"]
+    if not isinstance(value, bool):
+        raise ValidationFailed("'allow_private_network' must be true or false.")
+    if value and old.get("allow_private_network") is not True:
+        from kbframework.errors import Forbidden
+        from kbframework.net import operator_policy, private_network_delegated
+
+        if not private_network_delegated():
+            raise Forbidden("Private network access is decided by the operator of this instance "
+                            "(KB_ALLOW_PRIVATE_NETWORK); it cannot be switched on per organization here.",
+                            code="private_network_not_delegated")
+        if not operator_policy().permits_private:
+            raise Forbidden("The operator of this instance does not allow private network addresses "
+                            "(KB_ALLOW_PRIVATE_NETWORK is off).", code="private_network_not_allowed")
 
 
 def _check_budget(b) -> None:

@@ -37,9 +37,14 @@ def kb_services():
     external = os.environ.get("KB_TEST_EXTERNAL") == "1"
     keep = os.environ.get("KB_TEST_DATA_DIR")
     data_dir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kbf-test-"))
-    saved = {k: os.environ.get(k) for k in ("KB_DATA_DIR", "DATABASE_URL", "REDIS_URL", "KB_EMBED_RETRY_BASE")}
+    saved = {k: os.environ.get(k) for k in ("KB_DATA_DIR", "DATABASE_URL", "REDIS_URL", "KB_EMBED_RETRY_BASE",
+                                            "KB_ALLOW_PRIVATE_NETWORK", "KB_TENANT_PRIVATE_NETWORK")}
     os.environ["KB_DATA_DIR"] = str(data_dir)
     os.environ["KB_EMBED_RETRY_BASE"] = "0.01"
+    # The suite is an operator that lets organizations reach loopback (kb_http_server and
+    # the fakes listen there) when they switch allow_private_network on themselves.
+    os.environ.setdefault("KB_ALLOW_PRIVATE_NETWORK", "127.0.0.0/8,::1/128")
+    os.environ.setdefault("KB_TENANT_PRIVATE_NETWORK", "1")
     if not external:
         os.environ.pop("DATABASE_URL", None)
         os.environ.pop("REDIS_URL", None)
@@ -85,6 +90,7 @@ def kb_clean(kb_services):
     from kbframework.retrieval.search import forget_counts
 
     with get_engine().begin() as conn:
+        conn.execute(text("SET LOCAL ROLE NONE"))  # maintenance as the database user (TRUNCATE skips row security)
         conn.execute(text("TRUNCATE " + ", ".join(TABLES) + " RESTART IDENTITY CASCADE"))
     get_redis().flushdb()
     forget_counts()

@@ -181,7 +181,10 @@ class SyncContext:
 
     organization_id: str
     timezone: str = "UTC"
-    allow_private_network: bool = False
+    # What the connector's SafeSession may reach besides public addresses: False, or a
+    # kbframework.net.AddressPolicy the host computed (operator setting, narrowed by the
+    # organization). Pass it unchanged as SafeSession(allow_private=...), never bool() it.
+    allow_private_network: Any = False
     source_id: Optional[str] = None
     log: Callable[[str], None] = lambda msg: None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -47,7 +47,7 @@ def settings():
         cur = settings_to_dict(st)
         cur["timezone"] = o.timezone
         if request.method == "POST":  # show what was typed, not what is stored
-            cur.update({k: v for k, v in request.form.items() if k in cur})
+            cur.update({k: v for k, v in request.form.items() if k in cur and k not in ("extra", "presets")})
             cur["extra"] = {**(cur["extra"] or {}), "branding": {
                 k: request.form.get(f"branding_{k}", "") for k in ("color", "logo", "title", "welcome")},
                 "fallback_text": request.form.get("fallback_text", "")}

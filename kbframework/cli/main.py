@@ -15,6 +15,16 @@ from kbframework.errors import KBError
 
 
 class KBGroup(click.Group):
+    def parse_args(self, ctx, args):
+        from kbframework.text.inputs import BadInput, check_text
+
+        try:
+            for arg in args:  # undecodable bytes in an argument arrive as lone surrogates
+                check_text(arg, "An argument")
+        except BadInput as exc:
+            raise click.UsageError(str(exc), ctx=ctx)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -285,9 +295,16 @@ def _read_text(path: str) -> str:
     if not p.exists():
         raise KBError(f"No such file: {path}")
     try:
-        return p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise KBError(f"{path} is not UTF-8 text.")
+    from kbframework.text.inputs import BadInput, check_text
+
+    try:
+        check_text(text, path)
+    except BadInput as exc:
+        raise KBError(str(exc)) from None
+    return text
 
 
 @doc.command("add-pdf")

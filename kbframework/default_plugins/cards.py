@@ -29,7 +29,9 @@ def format_price(meta: dict) -> str | None:
 
 
 def _safe_url(url):
-    return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
+    from kbframework.net import safe_link
+
+    return safe_link(url)
 
 
 def _excerpt(text: str | None, n: int = 180) -> str:

@@ -28,6 +28,7 @@ from kbframework.db import session_scope
 from kbframework.errors import KBError
 from kbframework.ingest.chunker import ChunkSettings, chunk_text
 from kbframework.ingest.embedding import embed_texts
+from kbframework.ingest.injection import instruction_like
 from kbframework.models import Chunk, Document, Setting, jsonb_merge, jsonb_remove
 from kbframework.types import ChunkDraft, Segment
 
@@ -61,6 +62,7 @@ class _Work:
     chunks: list[ChunkDraft] = field(default_factory=list)
     vectors: np.ndarray | None = None
     steps: list[dict] = field(default_factory=list)
+    flags: list[dict] = field(default_factory=list)  # instruction-like text found in the document
 
 
 # --------------------------------------------------------------------------- steps
@@ -160,7 +162,8 @@ def replace_chunks_step(session, w: _Work) -> None:
         status="active", sync_hash=w.sync_hash, indexed_hash=w.indexed_hash,
         chunk_count=len(w.chunks), last_synced_at=now, updated_at=now,
         metadata_=jsonb_merge(jsonb_remove(Document.metadata_, "last_error", "last_error_at"),
-                              {"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps}})))
+                              {"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps},
+                               "content_flags": w.flags})))
 
 
 def replace_batch_step(session, works: list[_Work]) -> None:
@@ -179,7 +182,8 @@ def replace_batch_step(session, works: list[_Work]) -> None:
                        "content, token_count, embedding, embedding_model, metadata) VALUES %s", rows,
                        template="(%s::uuid, %s::uuid, %s, %s, %s, %s, %s, %s, %s::jsonb)", page_size=1000)
         upd = [(str(w.doc_id), w.sync_hash, w.indexed_hash, len(w.chunks),
-                _j.dumps({"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps}}))
+                _j.dumps({"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps},
+                          "content_flags": w.flags}))
                for w in works]
         execute_values(cur,
                        "UPDATE documents d SET status = 'active', sync_hash = v.sh, indexed_hash = v.ih, "
@@ -248,8 +252,11 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
                 steps.append({"step": "chunk", "chunks": len(chunks),
                               "tokens": sum(c.token_count for c in chunks),
                               "ms": round((time.perf_counter() - t0) * 1000, 1)})
+                flags = instruction_like(doc.title + "\n" + "\n".join(x.text for x in segments))
+                if flags:
+                    steps.append({"step": "flag", "instruction_like": len(flags)})
                 work.append(_Work(doc.id, doc.organization_id, doc.title, segments, sync_hash,
-                                  indexed_hash, provider, chunks, steps=steps))
+                                  indexed_hash, provider, chunks, steps=steps, flags=flags))
             except Exception as exc:
                 results[did] = IngestResult(did, "error", error=_reason(exc))
     for did, r in list(results.items()):

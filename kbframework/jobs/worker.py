@@ -19,6 +19,9 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
     from kbframework.jobs.queues import get_redis, queue
 
     jobs._boot()
+    from kbframework import tenancy
+
+    tenancy.use_system_default(f"the worker for {', '.join(queue_names)}")
     child = None
     if with_scheduler and not burst:
         # RQ's own CronScheduler, in its own process with its own Redis connection
@@ -50,6 +53,9 @@ def run_cron() -> None:
     from kbframework.jobs.queues import get_redis
 
     jobs._boot()
+    from kbframework import tenancy
+
+    tenancy.use_system_default("the scheduler")
     cron = CronScheduler(connection=get_redis(), logging_level="WARNING")
     cron.register(jobs.expire_job, "reindex", interval=EXPIRY_EVERY)
     cron.register(jobs.reconcile_due_job, "sync", interval=60)

@@ -67,7 +67,9 @@ def clean_settings(data: dict, base: dict | None = None) -> dict:
                 raise ValidationFailed("'color' must be a colour like #2f6fed.")
             out[name] = v.strip().lower()
         elif name == "logo":
-            if not isinstance(v, str) or not re.match(r"https?://", v.strip()) or len(v) > 1000:
+            from kbframework.net import safe_link
+
+            if not isinstance(v, str) or safe_link(v) is None or len(v) > 1000:
                 raise ValidationFailed("'logo' must be an http(s) URL of an image.")
             out[name] = v.strip()
         elif name == "show_sources":
@@ -228,7 +230,7 @@ def create_key_from_input(s, org_id, data: dict) -> AssistantKey:
     if not origins:
         raise ValidationFailed("Add at least one allowed website origin, e.g. https://shop.example.com.")
     name = str(data.get("name") or "Website").strip()[:200] or "Website"
-    return create_key(s, org_id, origins, name, **parse_limits(data))
+    return create_key(s, org_id, origins, name, settings=data.get("settings") or {}, **parse_limits(data))
 
 
 def update_key_from_input(s, org_id, key_id, data: dict) -> AssistantKey:

@@ -20,6 +20,7 @@ Zero qualifying chunks: no LLM call, the preset's fallback text, ``debug.reason`
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import time
@@ -195,6 +196,7 @@ def passage_view(p: dict, tz: str | None = None) -> dict:
     structured fields (date in the organization's zone, venue, price, stock, links)."""
     meta = p["dmeta"] or {}
     from kbframework.default_plugins.cards import format_price
+    from kbframework.net import safe_link
 
     structured = p["document_role"] in ("product", "event")
     stock = meta.get("in_stock") if p["document_role"] == "product" else None
@@ -205,7 +207,7 @@ def passage_view(p: dict, tz: str | None = None) -> dict:
             "venue": ", ".join(x for x in (p["venue"], p["city"]) if x) or None,
             "price": format_price(meta) if structured else None,
             "stock": None if stock is None else ("in stock" if stock in (True, "true", 1) else "out of stock"),
-            "url": p["source_url"], "ticket_url": ticket if isinstance(ticket, str) else None,
+            "url": safe_link(p["source_url"]), "ticket_url": safe_link(ticket),
             "pages": page_label(p["metadata"] or {})}
 
 
@@ -412,7 +414,7 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
             # 6. vector_search ‖ keyword_search: the keyword leg runs in parallel on its own
             #    connection (both legs wait on PostgreSQL, not on Python)
             t0 = time.perf_counter()
-            kw_future = _POOL.submit(_keyword_leg, pf, text_q)
+            kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, pf, text_q)  # same tenant scope
             plans = []
             for model, (dim, vec) in qvecs.items():
                 hits, plan = vector_search(s, pf, model, dim, vec, k=VECTOR_K, floor=ctx.floor)

@@ -7,6 +7,7 @@ from sqlalchemy import and_, exists, func, select
 from kbframework.clock import day_start, iso, utcnow
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.models import ChatFeedback, ChatLog, Document, Source
+from kbframework.net import safe_link
 from kbframework.orgs.accounts import as_uuid, org_timezone
 
 
@@ -77,7 +78,7 @@ def cited_documents(s, oid, log: ChatLog) -> list[dict]:
         if i in by_id:
             d, src = by_id[i]
             out.append({"id": str(d.id), "title": d.title, "status": d.status, "type": d.type,
-                        "source_type": src.type, "source_name": src.name, "source_url": d.source_url,
+                        "source_type": src.type, "source_name": src.name, "source_url": safe_link(d.source_url),
                         "editable": src.type == "manual"})
         else:
             out.append({"id": i, "title": "(document deleted)", "status": "deleted", "type": None,

@@ -110,7 +110,36 @@ def _is_stale(doc: Document, draft: DocumentDraft, reapply: bool = False) -> boo
     return is_stale_timestamp(doc, draft.source_modified_at, reapply=reapply)
 
 
+URL_FIELDS = ("source_url", "primary_image_url")
+
+
+def _safe_urls(doc_ref, draft: DocumentDraft) -> None:
+    """Every URL a connector hands over is checked before it is stored: only http(s) links
+    are kept; anything else (``javascript:``, ``data:``, junk) is dropped with a logged reason."""
+    from kbframework.net import link_problem
+
+    for f in URL_FIELDS:
+        val = getattr(draft, f)
+        if val in (None, ""):
+            setattr(draft, f, None)
+            continue
+        val = val.strip() if isinstance(val, str) else val
+        why = link_problem(val)
+        if why:
+            log.warning("dropped %s of %s: %s (%r)", f, doc_ref, why, str(val)[:200])
+            setattr(draft, f, None)
+        else:
+            setattr(draft, f, val)
+    meta = draft.metadata or {}
+    for k in [k for k, v in meta.items() if (k.endswith("_url") or k in ("url", "link")) and v not in (None, "")]:
+        why = link_problem(meta[k].strip() if isinstance(meta[k], str) else meta[k])
+        if why:
+            log.warning("dropped metadata.%s of %s: %s (%r)", k, doc_ref, why, str(meta[k])[:200])
+            meta.pop(k)
+
+
 def _copy(doc: Document, draft: DocumentDraft) -> None:
+    _safe_urls(f"{doc.source_id}/{draft.external_id}", draft)
     for f in COLUMN_FIELDS:
         val = getattr(draft, f)
         if f == "tags":
@@ -119,7 +148,7 @@ def _copy(doc: Document, draft: DocumentDraft) -> None:
             setattr(doc, f, val)
     meta = dict(doc.metadata_ or {})
     for k in [k for k in meta if not k.startswith("last_") and k not in draft.metadata
-              and k not in ("unpublished_at",)]:
+              and k not in ("unpublished_at", "content_flags")]:
         meta.pop(k)
     meta.update(draft.metadata or {})
     meta.pop("unpublished_at", None)

@@ -18,6 +18,7 @@ from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.ingest.chunker import page_label
 from kbframework.sources.apply import apply_draft
 from kbframework.models import Chunk, Document, Source
+from kbframework.net import safe_link
 from kbframework.types import DOCUMENT_ROLES
 
 log = logging.getLogger("kbframework.sources.documents")
@@ -37,12 +38,13 @@ def doc_to_dict(d: Document, source: Source | None = None, full: bool = False) -
     meta = d.metadata_ or {}
     out = {"id": str(d.id), "title": d.title, "type": d.type, "document_role": d.document_role,
            "status": d.status, "source_id": str(d.source_id), "source_type": source.type if source else None,
-           "source_name": source.name if source else None, "source_url": d.source_url,
+           "source_name": source.name if source else None, "source_url": safe_link(d.source_url),
            "external_id": d.external_id, "tags": d.tags or [], "chunk_count": d.chunk_count,
            "last_synced_at": iso(d.last_synced_at), "source_modified_at": iso(d.source_modified_at),
            "event_start": iso(d.event_start), "event_end": iso(d.event_end), "venue": d.venue,
-           "city": d.city, "primary_image_url": d.primary_image_url, "expires_at": iso(d.expires_at),
-           "last_error": meta.get("last_error"), "created_at": iso(d.created_at),
+           "city": d.city, "primary_image_url": safe_link(d.primary_image_url), "expires_at": iso(d.expires_at),
+           "last_error": meta.get("last_error"), "content_flags": meta.get("content_flags") or [],
+           "created_at": iso(d.created_at),
            "updated_at": iso(d.updated_at)}
     if full:
         out.update(normalized_content=d.normalized_content, override_content=d.override_content,

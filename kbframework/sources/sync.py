@@ -45,7 +45,9 @@ def sync_context(s, src: Source) -> SyncContext:
     from kbframework.models import Setting
 
     st = s.scalar(select(Setting).where(Setting.organization_id == src.organization_id))
-    allow = bool(((st.extra if st else {}) or {}).get("allow_private_network"))
+    from kbframework.net import organization_policy
+
+    allow = organization_policy((st.extra if st else {}) or {})  # the operator decides, the org narrows
     return SyncContext(organization_id=str(src.organization_id), timezone=org.timezone,
                        allow_private_network=allow, source_id=str(src.id),
                        log=lambda m: log.info("[%s] %s", src.id, m))

@@ -11,18 +11,22 @@ see ``embed_security``. Errors are JSON ``{"error": {code, message}}`` with CORS
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import queue as _queue
 import threading
 import uuid
 
-from flask import Blueprint, Response, request, stream_with_context
+from flask import Blueprint, Response, g, request, stream_with_context
 from sqlalchemy import select
 
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import ChatFeedback, ChatLog
+from kbframework.net import safe_link
+from kbframework.text.inputs import bad_char
+from kbframework.retrieval.prompt import LEAK_REFUSAL, LeakGuard, leaks, system_fragments
 from kbframework.web import embed_security as sec
 
 log = logging.getLogger("kbframework.embed")
@@ -45,7 +49,10 @@ def public_card(card: dict) -> dict | None:
         if k in HIDDEN_CARD_FIELDS or k.startswith("_"):
             continue
         if k == "cta":
-            out[k] = {"label": v.get("label"), "url": v.get("url")} if isinstance(v, dict) else None
+            out[k] = {"label": v.get("label"), "url": safe_link(v.get("url"))} \
+                if isinstance(v, dict) and safe_link(v.get("url")) else None
+        elif k in ("url", "image"):
+            out[k] = safe_link(v)
         elif v is None or isinstance(v, (str, int, float, bool)):
             out[k] = v
     return out
@@ -54,7 +61,13 @@ def public_card(card: dict) -> dict | None:
 def public_sources(sources, show: bool) -> list[dict]:
     if not show:
         return []
-    return [{k: src.get(k) for k in PUBLIC_SOURCE_FIELDS} for src in sources or [] if isinstance(src, dict)]
+    out = []
+    for src in sources or []:
+        if isinstance(src, dict):
+            item = {k: src.get(k) for k in PUBLIC_SOURCE_FIELDS}
+            item["source_url"] = safe_link(item.get("source_url"))  # checked again on the way out
+            out.append(item)
+    return out
 
 
 def public_view(result: dict, session_id: str | None, show_sources: bool = True) -> dict:
@@ -74,6 +87,13 @@ def public_view(result: dict, session_id: str | None, show_sources: bool = True)
 @bp.errorhandler(KBError)
 def _embed_error(exc: KBError):
     """JSON errors with CORS for allowed origins (so the widget can read a 429) and Retry-After."""
+    key = (request.view_args or {}).get("key")
+    if g.get("kb_key") is None and isinstance(key, str) and bad_char(key) is None and exc.code in ("invalid_characters", "json_too_deep",
+                                                                          "payload_too_large", "invalid_input"):
+        try:  # refused at the edge, before the key was checked: still answer the allowed origin
+            sec.check_request(key, count=False)
+        except KBError:
+            pass
     return sec.error_response(exc)
 
 
@@ -115,16 +135,28 @@ def chat(version, key):
     kwargs = dict(history=history, channel="public", assistant_key_id=k.id, session_id=session_id,
                   max_chars=limits["max_message_chars"])
     wants_stream = data.get("stream") is True and "text/event-stream" in request.headers.get("Accept", "")
+    fragments = _instruction_fragments(k)
     if not wants_stream:
-        result = answer(k.organization_id, message, **kwargs)
+        result = _withhold_leak(answer(k.organization_id, message, **kwargs), fragments, leaked=None)
         return sec.cors(sec.json_response(public_view(result, session_id, show_sources)), k)
 
     q: _queue.Queue = _queue.Queue()
     org_id = k.organization_id
 
+    guard = LeakGuard(fragments)
+
+    def on_token(t):
+        safe = guard.feed(t)
+        if safe:
+            q.put(("token", {"t": safe}))
+
     def work():
         try:
-            res = answer(org_id, message, on_token=lambda t: q.put(("token", {"t": t})), **kwargs)
+            res = answer(org_id, message, on_token=on_token, **kwargs)
+            tail = guard.finish()
+            if tail:
+                q.put(("token", {"t": tail}))
+            res = _withhold_leak(res, fragments, leaked=guard.leaked)
             q.put(("done", public_view(res, session_id, show_sources)))
         except KBError as exc:
             q.put(("error", {"error": {"code": exc.code, "message": exc.message}}))
@@ -134,7 +166,8 @@ def chat(version, key):
         finally:
             q.put(None)
 
-    threading.Thread(target=work, daemon=True, name="kbf-embed-answer").start()
+    ctx = contextvars.copy_context()  # the answer runs in the request's organization scope
+    threading.Thread(target=ctx.run, args=(work,), daemon=True, name="kbf-embed-answer").start()
 
     def events():
         yield ": stream\n\n"  # opens the response at once (time to first byte)
@@ -149,6 +182,34 @@ def chat(version, key):
     resp.headers["Cache-Control"] = "no-cache, no-store"
     resp.headers["X-Accel-Buffering"] = "no"
     return sec.cors(resp, k)
+
+
+def _instruction_fragments(k) -> list[str]:
+    from kbframework import registry
+
+    templates = [k.system_prompt or ""] + [p.prompt_template or "" for p in registry.presets().values()]
+    return system_fragments(templates)
+
+
+def _withhold_leak(result: dict, fragments: list[str], leaked: bool | None) -> dict:
+    """The system prompt is never returned to a public caller: an answer that quotes it is
+    replaced (and the chat log flagged for the admin)."""
+    if leaked is None:
+        leaked = leaks(result.get("answer") or "", fragments)
+    if not leaked:
+        return result
+    log.warning("embed: an answer quoted the system prompt; withheld (message %s)", result.get("message_id"))
+    try:
+        from sqlalchemy import cast, literal, update
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        with session_scope() as s:
+            s.execute(update(ChatLog).where(ChatLog.id == uuid.UUID(str(result["message_id"]))).values(
+                flags=ChatLog.flags.op("||")(cast(literal(json.dumps(["system_prompt_withheld"])), JSONB)),
+                final_answer=LEAK_REFUSAL))
+    except Exception as exc:  # the refusal still goes out
+        log.warning("could not flag the chat log: %s", exc)
+    return {**result, "answer": LEAK_REFUSAL}
 
 
 @bp.route("/api/embed/<version>/<key>/feedback", methods=["POST", "OPTIONS"])

@@ -14,12 +14,13 @@ from flask import (Blueprint, current_app, redirect, render_template_string, req
                    session, url_for)
 from flask_login import UserMixin, current_user, login_required, login_user, logout_user
 
+from kbframework import tenancy
 from kbframework.orgs import accounts
 from kbframework.config import get_config
 from kbframework.db import session_scope
-from kbframework.errors import Forbidden, KBError
+from kbframework.errors import Forbidden, KBError, ValidationFailed
 from kbframework.models import Membership, User
-from kbframework.web.extensions import limiter, login_manager
+from kbframework.web.extensions import login_manager
 
 bp = Blueprint("auth", __name__)
 
@@ -46,7 +47,14 @@ class LoginUser(UserMixin):
 
 @login_manager.user_loader
 def _load(token: str):
-    with session_scope() as s:
+    lu = _load_session(token)
+    if lu is not None:
+        tenancy.set_scope(lu.organization_id)  # the rest of the request sees this organization only
+    return lu
+
+
+def _load_session(token: str):
+    with tenancy.system("find a login session by its token"), session_scope() as s:
         row = accounts.load_session(s, token)
         if row is None:
             return None
@@ -121,8 +129,31 @@ button{margin-top:1.2rem;width:100%;padding:.7rem;border:0;border-radius:8px;bac
 <button type=submit>Sign in</button></form></html>"""
 
 
+def _credentials(email, password) -> tuple[str, str]:
+    """Both login routes take the same two strings; anything else is a clear 400."""
+    if not isinstance(email, str) or not isinstance(password, str):
+        raise ValidationFailed("Send 'email' and 'password' as text.", code="invalid_credentials_format")
+    if len(email) > 320 or len(password) > 1024:
+        raise ValidationFailed("The e-mail address or password is too long.", code="invalid_credentials_format")
+    return email, password
+
+
+def _throttled_login(email: str, password: str) -> LoginUser | None:
+    """Throttle (per address, per account), then check the password; see login_throttle."""
+    from kbframework.web import login_throttle
+    from kbframework.web.embed_security import client_ip
+
+    login_throttle.before_attempt(email, client_ip())
+    lu = _do_login(email, password)
+    if lu is None:
+        login_throttle.record_failure(email)
+    else:
+        login_throttle.record_success(email)
+    return lu
+
+
 def _do_login(email: str, password: str) -> LoginUser | None:
-    with session_scope() as s:
+    with tenancy.system("sign in: find the user's memberships, start a session"), session_scope() as s:
         user = accounts.authenticate(s, email, password)
         if user is None:
             return None
@@ -137,11 +168,17 @@ def _do_login(email: str, password: str) -> LoginUser | None:
 
 
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit("20/minute", methods=["POST"])
 def login():
+    from kbframework.web.login_throttle import LoginThrottled
+
     if request.method == "GET":
-        return render_template_string(LOGIN_PAGE, next=request.args.get("next"))
-    lu = _do_login(request.form.get("email", ""), request.form.get("password", ""))
+        nxt = request.args.get("next")
+        return render_template_string(LOGIN_PAGE, next=nxt if isinstance(nxt, str) and len(nxt) < 2000 else None)
+    try:
+        lu = _throttled_login(*_credentials(request.form.get("email", ""), request.form.get("password", "")))
+    except (LoginThrottled, ValidationFailed) as exc:
+        return render_template_string(LOGIN_PAGE, error=exc.message, email=(request.form.get("email") or "")[:320]), \
+            exc.status, ({"Retry-After": str(exc.retry_after)} if isinstance(exc, LoginThrottled) else {})
     if lu is None:
         return render_template_string(LOGIN_PAGE, error="Wrong e-mail or password.",
                                       email=request.form.get("email")), 401
@@ -153,10 +190,13 @@ def login():
 
 
 @bp.post("/api/admin/v1/login")
-@limiter.limit("20/minute")
 def api_login():
-    data = request.get_json(silent=False) or {}
-    lu = _do_login(str(data.get("email", "")), str(data.get("password", "")))
+    data = request.get_json(silent=False)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValidationFailed("The request body must be a JSON object with 'email' and 'password'.")
+    lu = _throttled_login(*_credentials(data.get("email", ""), data.get("password", "")))
     if lu is None:
         raise KBError("Wrong e-mail or password.", code="invalid_credentials", status=401)
     session.clear()

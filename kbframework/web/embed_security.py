@@ -58,6 +58,7 @@ class KeyInfo:
     branding: dict = field(default_factory=dict)
     status: str = "active"
     matched_origin: str | None = None
+    system_prompt: str | None = None  # the organization's own; only ever used to keep it from leaking
 
 
 class OriginNotAllowed(KBError):
@@ -99,20 +100,33 @@ def normalize_origin(value: str | None) -> str | None:
 def load_key(key: str) -> KeyInfo:
     if not key or len(key) > 80:
         raise NotFound("Unknown assistant key.")
-    with session_scope() as s:
-        row = s.scalar(select(AssistantKey).where(AssistantKey.key == key))
-        if row is None:
-            raise NotFound("Unknown assistant key.")
-        now = datetime.now(timezone.utc)
-        if row.status == "revoked" or (row.status == "rotated" and (row.expires_at is None or row.expires_at <= now)):
-            raise KBError("This assistant key has been replaced; update the embed snippet with the new key.",
-                          code="key_expired", status=401)
-        org = s.get(Organization, row.organization_id)
-        st = s.scalar(select(Setting).where(Setting.organization_id == row.organization_id))
-        origins = [o for o in (normalize_origin(x) for x in (row.allowed_origins or [])) if o]
-        return KeyInfo(row.id, row.organization_id, row.key, origins,
-                       row.rate_per_minute, row.rate_per_day, row.rate_per_ip_minute, dict(row.settings or {}),
-                       org.name, dict(((st.extra if st else {}) or {}).get("branding") or {}), row.status)
+    from flask import has_request_context
+
+    from kbframework import tenancy
+
+    with tenancy.system("find a public assistant key by its value"), session_scope() as s:
+        info = _load_key(s, key)
+    if has_request_context():
+        tenancy.set_scope(info.organization_id)  # from here on the request is that organization's
+    return info
+
+
+def _load_key(s, key: str) -> KeyInfo:
+    """The key row and what the widget needs from its organization."""
+    row = s.scalar(select(AssistantKey).where(AssistantKey.key == key))
+    if row is None:
+        raise NotFound("Unknown assistant key.")
+    now = datetime.now(timezone.utc)
+    if row.status == "revoked" or (row.status == "rotated" and (row.expires_at is None or row.expires_at <= now)):
+        raise KBError("This assistant key has been replaced; update the embed snippet with the new key.",
+                      code="key_expired", status=401)
+    org = s.get(Organization, row.organization_id)
+    st = s.scalar(select(Setting).where(Setting.organization_id == row.organization_id))
+    origins = [o for o in (normalize_origin(x) for x in (row.allowed_origins or [])) if o]
+    return KeyInfo(row.id, row.organization_id, row.key, origins,
+                   row.rate_per_minute, row.rate_per_day, row.rate_per_ip_minute, dict(row.settings or {}),
+                   org.name, dict(((st.extra if st else {}) or {}).get("branding") or {}), row.status,
+                   system_prompt=st.system_prompt if st else None)
 
 
 # --------------------------------------------------------------------------- origins

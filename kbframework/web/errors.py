@@ -34,7 +34,9 @@ def error_response(status: int, code: str, message: str, details: dict | None = 
 def init_app(app):
     @app.errorhandler(KBError)
     def _kb(exc: KBError):
-        return error_response(exc.status, exc.code, exc.message, exc.details or None)
+        retry = (exc.details or {}).get("retry_after") if exc.status == 429 else None
+        return error_response(exc.status, exc.code, exc.message, exc.details or None,
+                              headers={"Retry-After": str(retry)} if retry else None)
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException):

@@ -99,7 +99,9 @@ def _source(sid):
     hit = _source_cache.get(sid)
     if hit is not None and hit[0] > now:
         return hit[1]
-    with get_engine().connect() as conn:
+    from kbframework import tenancy
+
+    with tenancy.system("find a webhook's source by its address"), get_engine().connect() as conn:
         row = conn.execute(_SOURCE.where(Source.id == sid)).first()
     if row is None:
         _source_cache.pop(sid, None)
@@ -125,6 +127,9 @@ def receive(type_, source_id):
     if row is None or row[0] != type_:
         raise NotFound("No such webhook receiver.")
     src_type, status, ciphertext, org_id = row
+    from kbframework import tenancy
+
+    tenancy.set_scope(org_id)  # the rest of the request works for that source's organization
     connector = registry.source_types().get(src_type)
     if connector is None or not hasattr(connector, "handle_webhook"):
         raise NotFound("This source type does not take webhooks.")

@@ -32,11 +32,12 @@ class FakeOpenAI:
                                           "finish_reason": "stop"}],
                              "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
         if path.endswith("/chat/completions"):
+            reply = self.reply(data) if callable(self.reply) else self.reply  # a callable sees the request
             usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                      "total_tokens": self.prompt_tokens + self.completion_tokens}
             if data.get("stream"):
                 chunks = []
-                for piece in self.reply.split(" "):
+                for piece in reply.split(" "):
                     chunks.append({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": data["model"],
                                    "choices": [{"index": 0, "delta": {"content": piece + " "}, "finish_reason": None}]})
                 chunks.append({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": data["model"],
@@ -44,7 +45,7 @@ class FakeOpenAI:
                 payload = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
                 return 200, {"Content-Type": "text/event-stream"}, payload
             return 200, {}, {"id": "c1", "object": "chat.completion", "created": 0, "model": data["model"],
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": self.reply},
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
                                           "finish_reason": "stop"}], "usage": usage}
         if path.endswith("/embeddings"):
             inputs = data["input"] if isinstance(data["input"], list) else [data["input"]]

@@ -502,7 +502,10 @@ def test_unresolvable_host_is_a_connection_error(monkeypatch):
 )
 def test_ip_rules(ip, blocked):
     assert is_blocked_ip(ip) is blocked
-    assert is_blocked_ip(ip, allow_private=True) is False
+    # "private networks allowed" still refuses link-local, cloud metadata and multicast
+    never = {"169.254.169.254", "100.100.100.200", "::ffff:169.254.169.254", "fe80::1", "fe80::1%eth0",
+             "255.255.255.255", "224.0.0.251", "ff02::1", "0.0.0.0", "::"}
+    assert is_blocked_ip(ip, allow_private=True) is (ip in never)
 
 
 def test_allowed_networks():
@@ -511,8 +514,10 @@ def test_allowed_networks():
     assert is_blocked_ip("10.0.0.1", {"127.0.0.0/8"})
     assert not is_blocked_ip("10.1.2.3", ["10.1.2.0/24"])
     assert is_blocked_ip("10.1.3.3", "10.1.2.0/24")
+    with pytest.raises(ValueError):  # neither a network nor a host name (host names are allowed)
+        is_blocked_ip("10.0.0.1", {"10.0.0.0/33"})
     with pytest.raises(ValueError):
-        is_blocked_ip("10.0.0.1", {"not-a-network"})
+        is_blocked_ip("10.0.0.1", {"not a host!"})
 
 
 # ------------------------------------------------------------ HTTPS with pinning

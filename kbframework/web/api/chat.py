@@ -23,10 +23,21 @@ def chat():
     if not isinstance(question, str):
         raise ValidationFailed("Send the question as a string in 'question'.", code="empty_question")
     history = data.get("history") or []
-    if not isinstance(history, list):
-        raise ValidationFailed("'history' must be a list of {role, content}.")
-    return answer(org_id(), question, mode=data.get("mode") or None, history=history, channel="admin",
-                  user_id=as_uuid(current_user.user_id), session_id=data.get("session_id"))
+    if not isinstance(history, list) or not all(
+            isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
+            for m in history):
+        raise ValidationFailed("'history' must be a list of {role: 'user'|'assistant', content: text}.")
+    from kbframework.text.inputs import BadInput, fits
+    from kbframework.web.links import clean_answer_links
+
+    try:  # the same lengths as the chat_logs columns
+        session_id = fits(data.get("session_id"), "session_id", 100)
+        mode = fits(data.get("mode"), "mode", 30)
+    except BadInput as exc:
+        raise ValidationFailed(str(exc))
+    return clean_answer_links(answer(org_id(), question, mode=mode or None, history=history,
+                                     channel="admin", user_id=as_uuid(current_user.user_id),
+                                     session_id=session_id))
 
 
 @bp.get("/chat-logs/<log_id>")

@@ -105,7 +105,7 @@ class WooClient:
         self.base = f"{config['store_url'].rstrip('/')}/wp-json/{(config.get('api_path') or 'wc/v3').strip('/')}"
         self.max_retries = int(config.get("max_retries", 3) if config.get("max_retries") is not None else 3)
         timeout = float(config.get("timeout_seconds") or 30.0)
-        allow = bool(ctx.allow_private_network) if ctx is not None else False
+        allow = (ctx.allow_private_network or False) if ctx is not None else False
         self.session = SafeSession(allow_private=allow, timeout=(min(10.0, timeout), timeout),
                                    max_bytes=50_000_000)
         self.session.headers["Accept"] = "application/json"

@@ -49,7 +49,8 @@ def discover():
 
             org = s.get(Organization, org_id)
             st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
+            from kbframework.net import organization_policy
+
             ctx = SyncContext(organization_id=str(org_id), timezone=org.timezone,
-                              allow_private_network=bool(((st.extra if st else {}) or {})
-                                                         .get("allow_private_network")))
+                              allow_private_network=organization_policy((st.extra if st else {}) or {}))
     return connector.discover(config, ctx, sample=bool(data.get("sample", True)))

@@ -79,8 +79,9 @@ class WPClient:
         try:
             return self.session().get(url, params=p)
         except BlockedAddress as exc:
-            raise KBError(f"{exc.message} — the organization does not allow private network addresses "
-                          "(settings: allow_private_network).", code=exc.code, status=400) from None
+            raise KBError(f"{exc.message} — private network addresses are not allowed here (the operator's "
+                          "KB_ALLOW_PRIVATE_NETWORK, and the organization's allow_private_network when "
+                          "delegated).", code=exc.code, status=400) from None
         except ResponseTooLarge as exc:
             raise SourceUnavailable(f"WordPress at {self.base}: {exc.message}") from None
         except requests.Timeout:

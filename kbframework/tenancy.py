@@ -1,0 +1,151 @@
+"""Row-level security: which organization's rows a database transaction may see.
+
+Every query already filters by organization; this is the second wall behind that filter.
+PostgreSQL policies (migration ``0002_row_level_security``) show a row of a tenant table
+only when its ``organization_id`` equals the transaction's ``app.organization_id`` setting,
+or when the transaction declared a system bypass (``app.rls_bypass = 'on'``). Connections
+enter the non-superuser ``kbf_tenant`` role (NOBYPASSRLS) as soon as they open, so the
+policies apply even when the configured database user is a superuser.
+
+The scope of the current code path is a context variable:
+
+- a web request starts with *no* organization (a query sees nothing) and gets the signed-in
+  user's organization once the session is loaded, or the key's organization on the public
+  API, or the source's organization on a webhook;
+- ``with tenancy.system("why")``: an explicit, logged bypass for work that is genuinely
+  cross-organization (finding a session by its token, a key by its value, a source by its
+  webhook address; migrations; the scheduler);
+- processes that are not web servers (worker, scheduler, CLI) default to the system
+  bypass, logged once when they start (``use_system_default``).
+
+Every transaction copies the scope into ``app.organization_id`` / ``app.rls_bypass`` when it
+begins (``db`` installs the hook); the settings are transaction-local, so a pooled
+connection never carries one request's organization into the next.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator, Optional
+
+log = logging.getLogger("kbframework.tenancy")
+
+ROLE = "kbf_tenant"
+SYSTEM = "system"
+NOBODY = "nobody"
+
+ENABLED = True  # the RLS bench switches it off to measure the cost (new connections follow it)
+
+_scope: ContextVar[Optional[str]] = ContextVar("kbf_tenant_scope", default=None)
+_default = SYSTEM  # not a web request: worker, scheduler, CLI, tests calling functions directly
+
+
+def use_system_default(who: str) -> None:
+    """Declare this process's default scope the system bypass (logged: it is an audit entry)."""
+    global _default
+    _default = SYSTEM
+    log.info("row-level security: %s runs cross-organization work with the system bypass", who)
+
+
+def current() -> str:
+    """An organization id (text), ``SYSTEM`` or ``NOBODY``."""
+    v = _scope.get()
+    return v if v is not None else _default
+
+
+def sql_settings() -> tuple[str, str]:
+    """(app.organization_id, app.rls_bypass) for the current scope."""
+    scope = current()
+    if scope == SYSTEM:
+        return "", "on"
+    if scope == NOBODY:
+        return "", "off"
+    return scope, "off"
+
+
+def set_scope(value) -> object:
+    """Set the scope for the rest of this context (a request); returns a token for ``reset``."""
+    if value not in (SYSTEM, NOBODY):
+        value = str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+    return _scope.set(value)
+
+
+def reset(token) -> None:
+    _scope.reset(token)
+
+
+@contextmanager
+def organization(org_id) -> Iterator[None]:
+    token = set_scope(org_id)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+@contextmanager
+def system(reason: str) -> Iterator[None]:
+    """An explicit bypass of the organization wall; ``reason`` is logged (debug level on hot
+    paths is enough: each call site names its reason in the code)."""
+    log.debug("row-level security bypass: %s", reason)
+    token = _scope.set(SYSTEM)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+@contextmanager
+def nobody() -> Iterator[None]:
+    token = _scope.set(NOBODY)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+# ----------------------------------------------------------------------------- engine hooks
+
+SET_SQL = "SELECT set_config('app.organization_id', %s, true), set_config('app.rls_bypass', %s, true)"
+
+
+def on_connect(dbapi_conn) -> None:
+    """Enter the tenant role on a new connection (when the migration created it)."""
+    if not ENABLED:
+        return
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,))
+        if cur.fetchone():
+            cur.execute(f"SET ROLE {ROLE}")
+    finally:
+        cur.close()
+    dbapi_conn.commit()
+
+
+def on_begin(conn) -> None:
+    """Copy the scope into the new transaction's settings."""
+    if ENABLED:
+        conn.exec_driver_sql(SET_SQL, sql_settings())
+
+
+def prefix_for_query_string() -> tuple[str, dict]:
+    """For a one-string multi-statement query (run as one implicit transaction)."""
+    if not ENABLED:
+        return "", {}
+    org, bypass = sql_settings()
+    return ("SELECT set_config('app.organization_id', %(_kb_org)s, true), "
+            "set_config('app.rls_bypass', %(_kb_bypass)s, true);\n"), {"_kb_org": org, "_kb_bypass": bypass}
+
+
+@contextmanager
+def owner(conn) -> Iterator[None]:
+    """Run DDL or maintenance (``CREATE INDEX``, ``TRUNCATE``) in ``conn``'s transaction as the
+    configured database user rather than the tenant role."""
+    conn.exec_driver_sql("SET LOCAL ROLE NONE")
+    try:
+        yield
+    finally:
+        pass  # SET LOCAL ends with the transaction

@@ -1,0 +1,140 @@
+"""Row-level security, the second wall behind every query's organization filter: on the real
+PostgreSQL, a query that forgets its filter sees only the current organization's rows (or
+none at all when no organization is known), inserts into another organization are refused,
+every tenant table is protected, and web requests are scoped by who is asking."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from flask import Blueprint
+from sqlalchemy import text
+
+from kbframework import tenancy
+from kbframework.db import get_engine, session_scope
+from kbframework.testing import login_client
+
+TENANT_TABLES_EXEMPT = {"users", "alembic_version"}  # not per organization
+
+
+@pytest.fixture
+def two_orgs(kb_org, kb_admin):
+    """kb_org (with the admin) and a second organization, each with one note."""
+    from kbframework.accounts import create_org
+
+    with session_scope() as s:
+        other = create_org(s, "Other Org", "UTC", "other-org")
+        other = {"id": str(other.id), "slug": other.slug}
+    r = kb_admin.post("/api/admin/v1/documents/manual?wait=1", json={"title": "Ours", "body": "Our own note."})
+    assert r.status_code == 201
+    from kbframework import documents as docs
+
+    with session_scope() as s:
+        d = docs.create_manual(s, other["id"], {"title": "Theirs", "body": "Another tenant's secret note."})
+        theirs = str(d.id)
+    docs.queue_ingest([theirs], inline=True)
+    return kb_org, other, r.get_json()["id"], theirs
+
+
+def count(sql: str) -> int:
+    with get_engine().connect() as conn:
+        return conn.execute(text(sql)).scalar()
+
+
+def test_an_unscoped_query_sees_only_the_current_organization(two_orgs):
+    org, other, ours, theirs = two_orgs
+    unscoped = "SELECT count(*) FROM documents"  # no organization filter: the bug RLS is for
+    with tenancy.organization(org["id"]):
+        assert count(unscoped) == 1
+        assert count(f"SELECT count(*) FROM documents WHERE id = '{theirs}'") == 0
+        assert count("SELECT count(*) FROM chunks") == count(
+            f"SELECT count(*) FROM chunks WHERE organization_id = '{org['id']}'") > 0
+        assert count("SELECT count(*) FROM organizations") == 1
+    with tenancy.organization(other["id"]):
+        assert count(unscoped) == 1
+    with tenancy.nobody():
+        assert count(unscoped) == 0
+        assert count("SELECT count(*) FROM chunks") == 0
+        assert count("SELECT count(*) FROM sources") == 0
+    with tenancy.system("test: count everything"):
+        assert count(unscoped) == 2
+
+
+def test_writes_into_another_organization_are_refused(two_orgs):
+    from sqlalchemy.exc import DBAPIError
+
+    org, other, ours, theirs = two_orgs
+    with tenancy.organization(org["id"]):
+        with get_engine().begin() as conn:  # an update that forgot its filter changes only our rows
+            changed = conn.execute(text("UPDATE documents SET title = title || ''")).rowcount
+        assert changed == 1
+        with pytest.raises(DBAPIError, match="row-level security"):
+            with get_engine().begin() as conn:
+                conn.execute(text("INSERT INTO settings (organization_id) VALUES (:o)"), {"o": other["id"]})
+
+
+def test_the_connection_is_not_a_superuser_and_cannot_bypass(kb_services):
+    with get_engine().connect() as conn:
+        user, bypass, superuser = conn.execute(text(
+            "SELECT current_user, rolbypassrls, rolsuper FROM pg_roles WHERE rolname = current_user")).one()
+    assert (user, bypass, superuser) == ("kbf_tenant", False, False)
+
+
+def test_every_tenant_table_is_protected(kb_services):
+    with tenancy.system("test: read the catalogue"), get_engine().connect() as conn:
+        tenant = set(conn.execute(text(
+            "SELECT c.table_name FROM information_schema.columns c JOIN information_schema.tables t "
+            "ON t.table_name = c.table_name AND t.table_schema = c.table_schema "
+            "WHERE c.table_schema = 'public' AND c.column_name = 'organization_id' "
+            "AND t.table_type = 'BASE TABLE'")).scalars()) | {"organizations"}
+        protected = dict(conn.execute(text(
+            "SELECT c.relname, c.relrowsecurity AND c.relforcerowsecurity FROM pg_class c "
+            "JOIN pg_policies p ON p.tablename = c.relname AND p.policyname = 'kbf_tenant_isolation' "
+            "WHERE c.relkind = 'r'")).all())
+    assert len(tenant) >= 13
+    missing = sorted(t for t in tenant if not protected.get(t))
+    assert not missing, f"tenant tables without row-level security: {missing} " \
+                        "(a migration should call SELECT kbf_protect_tenant_table('<table>'))"
+
+
+def test_web_requests_are_scoped_to_the_signed_in_organization(kb_services, two_orgs, kb_register_plugin):
+    """A route that forgets its organization filter, added by a plugin, still shows only the
+    caller's rows -- and nothing to an anonymous caller."""
+    from kbframework.hooks.markers import hookimpl
+    from kbframework.web import create_app
+
+    org, other, ours, theirs = two_orgs
+    bp = Blueprint("forgetful", __name__)
+
+    @bp.get("/forgetful/documents")
+    def forgetful():
+        with get_engine().connect() as conn:
+            return {"ids": [str(x) for x in conn.execute(text("SELECT id FROM documents")).scalars()]}
+
+    class Plugin:
+        @hookimpl
+        def kb_register_blueprints(self, app):
+            app.register_blueprint(bp)
+
+    kb_register_plugin(Plugin(), "forgetful")
+    app = create_app({"TESTING": True, "RATELIMIT_ENABLED": False})
+    assert app.test_client().get("/forgetful/documents").get_json() == {"ids": []}
+    a = login_client(app, org, "a@test.example", "password one two")
+    assert a.get("/forgetful/documents").get_json() == {"ids": [ours]}
+    b = login_client(app, other, "b@test.example", "password three four")
+    assert b.get("/forgetful/documents").get_json() == {"ids": [theirs]}
+    # the scope ends with the request
+    assert tenancy.current() == tenancy.SYSTEM
+
+
+def test_public_and_webhook_requests_are_scoped_too(two_orgs, kb_app):
+    from tests.embed_support import make_key
+
+    org, other, ours, theirs = two_orgs
+    key = make_key(other["id"], ["https://shop.example"], rate_per_ip_minute=1000)
+    r = kb_app.test_client().post(f"/api/embed/v1/{key['key']}/chat", json={"message": "secret note?"},
+                                  headers={"Origin": "https://shop.example"})
+    assert r.status_code == 200
+    assert {s["document_id"] for s in r.get_json()["sources"]} == {theirs}
+    r = kb_app.test_client().post(f"/api/webhooks/v1/woocommerce/{uuid.uuid4()}", data=b"{}")
+    assert r.status_code == 404
