@@ -26,6 +26,10 @@ def main() -> int:
     os.environ["KB_DATA_DIR"] = str(data_dir)
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
+    # the fake shop and the WordPress test site listen on loopback: the bench's operator
+    # allows it and lets each organization switch it on (as the test suite does)
+    os.environ.setdefault("KB_ALLOW_PRIVATE_NETWORK", "127.0.0.0/8,::1/128")
+    os.environ.setdefault("KB_TENANT_PRIVATE_NETWORK", "1")
     from kbframework import embedded
     from kbframework.config import get_config
     from kbframework.db import init_engine
