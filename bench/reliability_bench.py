@@ -173,7 +173,7 @@ def killed_worker(n_notes: int = 300, pages: int = 150) -> dict:
 def redis_outage(n_deliveries: int = 30, n_notes: int = 20) -> dict:
     from sqlalchemy import select
 
-    from kbframework import services
+    from kbframework import embedded as services
     from kbframework.config import get_config
     from kbframework.db import session_scope
     from kbframework.models import Document

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-TABLES = ("job_outbox", "chat_feedback", "chat_logs", "usage_ledger", "webhook_events", "chunks", "documents", "sync_runs",
-          "sources", "assistant_keys", "settings", "user_sessions", "memberships", "users", "organizations")
+TABLES = ("job_outbox", "chat_feedback", "chat_logs", "usage_ledger", "webhook_events", "chunks", "documents",
+          "sync_runs", "sources", "assistant_keys", "settings", "user_sessions", "memberships", "users", "organizations")
 
 
 @pytest.fixture(scope="session")

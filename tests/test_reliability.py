@@ -297,7 +297,7 @@ def test_a_job_that_keeps_dying_ends_failed_and_visible(kb_source, kb_http_serve
 @pytest.fixture
 def redis_outage(kb_services):
     """Stop the test's own Redis server (a real redis-server process) and start it again."""
-    from kbframework import services
+    from kbframework import embedded as services
 
     state = {"down": False}
 
