@@ -9,12 +9,12 @@ database user is a superuser. A later migration that adds a tenant table calls
 ``SELECT kbf_protect_tenant_table('name')`` (tests/test_row_level_security.py fails until it does).
 
 Revision ID: 0004_row_level_security
-Revises: 0001
+Revises: 0002_job_reliability
 """
 from alembic import op
 
 revision = "0004_row_level_security"
-down_revision = "0001"
+down_revision = "0002_job_reliability"
 branch_labels = None
 depends_on = None
 
