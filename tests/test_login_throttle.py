@@ -23,7 +23,7 @@ def servers(kb_services):
 
 @pytest.fixture
 def users(kb_org):
-    from kbframework.accounts import create_user, get_org_by_slug
+    from kbframework.orgs.accounts import create_user, get_org_by_slug
     from kbframework.db import session_scope
 
     with session_scope() as s:
@@ -112,7 +112,7 @@ def test_login_bodies_of_the_wrong_type_are_a_clear_400(kb_app, kb_org, body):
 
 
 def test_secure_cookies_follow_the_public_url(kb_services, kb_org):
-    from kbframework.accounts import create_user, get_org_by_slug
+    from kbframework.orgs.accounts import create_user, get_org_by_slug
     from kbframework.db import session_scope
 
     with session_scope() as s:

@@ -52,7 +52,7 @@ def _source(admin, url):
 
 
 def _sync(source_id):
-    from kbframework.sync import run_sync
+    from kbframework.sources.sync import run_sync
 
     return run_sync(source_id, "full", inline_ingest=True)
 

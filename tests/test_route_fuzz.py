@@ -24,18 +24,16 @@ VAR = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
 FIELD = re.compile(r"""(?:\.get|\.getlist|\.pop)\(\s*["']([A-Za-z_][\w-]{0,40})["']|\[\s*["']([A-Za-z_][\w-]{0,40})["']\s*\]""")
 SKIP_FIELDS = {"Content-Type", "Origin", "Accept", "X-CSRF-Token", "User-Agent", "Referer"}
 
-ODD_SEGMENTS = [str(uuid.uuid4()), "x" * 600, "%00", "..%2f..%2fetc", "%ff%fe", "%ed%a0%80", "-1",
-                "99999999999999999999999", "%F0%9F%92%A9", "kb_pk_" + "A" * 200]
+ODD_SEGMENTS = [str(uuid.uuid4()), "x" * 600, "%00", "%ed%a0%80", "99999999999999999999999", "..%2f%ff"]
 ODD_QUERY_VALUES = ["%00", "%ed%a0%80", "x" * 5000, "-1", "abc", "99999999999999999999", "2025-13-45",
                     "%ff"]
 
 
 def _bad_values():
     """(label, JSON value) pairs: wrong types, bad characters, huge values."""
-    return [("list", []), ("object", {"a": {"b": [1, {"c": None}]}}), ("bignum", 10 ** 30), ("float", 1.5e308),
-            ("negative", -1), ("bool", True), ("null", None), ("nul", "a\u0000b"), ("surrogate", "x\ud800y"),
-            ("huge", "x" * 300_000), ("long", "y" * 5000), ("emptystr", ""), ("spaces", "   "),
-            ("uuid-ish", str(uuid.uuid4())), ("script", "javascript:alert(1)")]
+    return [("list", []), ("object", {"a": {"b": [1, {"c": None}]}}), ("bignum", 10 ** 30), ("bool", True),
+            ("null", None), ("nul", "a\u0000b"), ("surrogate", "x\ud800y"), ("huge", "x" * 300_000),
+            ("long", "y" * 5000), ("negative", -1), ("float", 1.5e308), ("script", "javascript:alert(1)")]
 
 
 RAW_BODIES = [("truncated", b'{"a": '), ("string", b'"just a string"'), ("number", b"42"), ("null", b"null"),
@@ -100,7 +98,8 @@ def _json_bodies(fields: list[str], module_fields: list[str] = ()) -> list[tuple
     out = list(RAW_BODIES)
     bad = _bad_values()
     for label, value in bad:  # every field at once, one kind of bad value
-        out.append((f"all={label}", json.dumps({f: value for f in sorted({*fields, *module_fields})}).encode()))
+        out.append((f"all={label}", json.dumps({f: value for f in sorted({*fields, *module_fields})},
+                                               ensure_ascii=True).encode()))
     for i, f in enumerate(fields):  # each field the view reads, alone, a different kind of bad value each
         label, value = bad[i % len(bad)]
         out.append((f"{f}={label}", json.dumps({f: value}).encode()))
@@ -121,7 +120,24 @@ def _destructive(rule) -> bool:
         w in rule.rule for w in ("/delete", "/revoke", "/rotate"))
 
 
-def _send(client, method, url, *, headers=None, raw=None, form=None, csrf=None):
+class _Raised:
+    """What an exception escaping a view looks like here (the test app propagates them)."""
+
+    def __init__(self, exc):
+        self.status_code, self.exc = 599, exc
+
+    def get_data(self):
+        return f"{type(self.exc).__name__}: {self.exc}".encode()
+
+
+def _send(client, *a, **kw):
+    try:
+        return _request(client, *a, **kw)
+    except Exception as exc:  # noqa: BLE001  (the point: report it, keep going)
+        return _Raised(exc)
+
+
+def _request(client, method, url, *, headers=None, raw=None, form=None, csrf=None):
     h = dict(headers or {})
     if csrf:
         h["X-CSRF-Token"] = csrf
@@ -138,17 +154,8 @@ def test_no_route_answers_5xx(kb_app, kb_admin, world):
     rules = sorted(kb_app.url_map.iter_rules(), key=lambda r: (_destructive(r), r.rule))
     anon = kb_app.test_client()
 
-    import time as _t
-    slow = {}
-
     def check(who, method, url, label, resp):
         counts["requests"] += 1
-        now = _t.perf_counter()
-        key = (who, method, VAR.sub("*", url.split("?")[0])[:80])
-        slow[key] = slow.get(key, 0) + now - counts.get("t", now)
-        counts["t"] = now
-        if counts["requests"] % 200 == 0:
-            open("/tmp/i16b_fuzz_slow.txt", "w").write("\n".join(f"{v:.2f} {k}" for k, v in sorted(slow.items(), key=lambda x: -x[1])[:40]) + f"\n{counts['requests']}")
         body = resp.get_data()  # runs a streamed body to its end
         if resp.status_code >= 500:
             failures.append(f"{who} {method} {url[:120]} [{label}] -> {resp.status_code} {body[:200]!r}")
@@ -172,8 +179,8 @@ def test_no_route_answers_5xx(kb_app, kb_admin, world):
     for rule in rules:
         if _destructive(rule) and "logout" not in rule.endpoint:
             continue
-        for method in sorted(rule.methods - {"HEAD"}):
-            for url in _paths(rule, world, odd=True)[:4]:
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            for url in _paths(rule, world, odd=True)[:3]:
                 check("anon", method, url, "no body", _send(anon, method, url))
                 if method in ("POST", "PUT", "DELETE"):
                     for label, raw in RAW_BODIES[:4] + RAW_BODIES[9:11]:
@@ -184,7 +191,7 @@ def test_no_route_answers_5xx(kb_app, kb_admin, world):
         fn = kb_app.view_functions[rule.endpoint]
         fields, module_fields = _fields(fn), _fields(fn, whole_module=True)
         is_page = not rule.rule.startswith("/api/")
-        for method in sorted(rule.methods - {"HEAD"}):
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             client, csrf = kb_admin.client, kb_admin.csrf
             for url in _paths(rule, world, odd=True):
                 check("admin", method, url, "no body", _send(client, method, url, csrf=csrf))
@@ -196,7 +203,7 @@ def test_no_route_answers_5xx(kb_app, kb_admin, world):
                 for q in queries:
                     check("admin", method, f"{url}?{q}", q[:30], _send(client, method, f"{url}?{q}"))
                 continue
-            for label, raw in _json_bodies(fields, module_fields):
+            for label, raw in (RAW_BODIES[:6] + RAW_BODIES[9:11] if is_page else _json_bodies(fields, module_fields)):
                 check("admin", method, url, label, _send(client, method, url, raw=raw, csrf=csrf))
             if is_page or "upload" in rule.rule:
                 for label, form in _form_bodies(fields, module_fields):

@@ -20,14 +20,14 @@ TENANT_TABLES_EXEMPT = {"users", "alembic_version"}  # not per organization
 @pytest.fixture
 def two_orgs(kb_org, kb_admin):
     """kb_org (with the admin) and a second organization, each with one note."""
-    from kbframework.accounts import create_org
+    from kbframework.orgs.accounts import create_org
 
     with session_scope() as s:
         other = create_org(s, "Other Org", "UTC", "other-org")
         other = {"id": str(other.id), "slug": other.slug}
     r = kb_admin.post("/api/admin/v1/documents/manual?wait=1", json={"title": "Ours", "body": "Our own note."})
     assert r.status_code == 201
-    from kbframework import documents as docs
+    from kbframework.sources import documents as docs
 
     with session_scope() as s:
         d = docs.create_manual(s, other["id"], {"title": "Theirs", "body": "Another tenant's secret note."})

@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 
 from kbframework.db import session_scope
 from kbframework.models import AssistantKey, Document
-from kbframework.sync import run_sync
+from kbframework.sources.sync import run_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:

@@ -64,14 +64,32 @@ def _split_secrets(connector, cfg: dict) -> tuple[dict, dict]:
     return plain, secret
 
 
+def _interval(value) -> int | None:
+    """Minutes between scheduled reconciliations (None: never)."""
+    if value in (None, "", 0):
+        return None
+    try:
+        n = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    if n is None or not 1 <= n <= 525_600:
+        raise ValidationFailed("'sync_interval_minutes' must be a whole number of minutes (1 to 525,600) or empty.")
+    return n
+
+
 def create_source(s, org_id, data: dict) -> Source:
     type_ = data.get("type")
-    name = (data.get("name") or "").strip()
-    if not type_:
+    name = data.get("name") or ""
+    if not type_ or not isinstance(type_, str):
         raise ValidationFailed("Choose a source type.")
+    if not isinstance(name, str) or len(name) > 200:
+        raise ValidationFailed("The source name must be text of at most 200 characters.")
+    name = name.strip()
     connector = registry.source_type(type_)
     if not name:
         raise ValidationFailed("Give the source a name.")
+    if not isinstance(data.get("config") or {}, dict):
+        raise ValidationFailed("'config' must be an object.")
     cfg = _validate(connector, data.get("config") or {})
     plain, secret = _split_secrets(connector, cfg)
     if "webhook_secret" in getattr(connector, "secret_fields", ()) and "webhook_secret" not in secret:
@@ -80,7 +98,7 @@ def create_source(s, org_id, data: dict) -> Source:
     interval = data.get("sync_interval_minutes") or cfg_interval
     src = Source(organization_id=as_uuid(org_id), type=type_, name=name, status="active",
                  config=_jsonable(plain), secrets=encrypt_json(secret) if secret else None,
-                 sync_interval_minutes=int(interval) if interval else None)
+                 sync_interval_minutes=_interval(interval))
     s.add(src)
     s.flush()
     return src
@@ -100,8 +118,7 @@ def update_source(s, org_id, source_id, data: dict) -> Source:
             raise ValidationFailed("Status must be 'active' or 'disabled'.")
         src.status = data["status"]
     if "sync_interval_minutes" in data:
-        v = data["sync_interval_minutes"]
-        src.sync_interval_minutes = int(v) if v else None
+        src.sync_interval_minutes = _interval(data["sync_interval_minutes"])
     if "config" in data:
         old_secret = decrypt_json(src.secrets)
         merged = {**(src.config or {}), **old_secret, **{k: v for k, v in (data["config"] or {}).items()
@@ -110,7 +127,7 @@ def update_source(s, org_id, source_id, data: dict) -> Source:
         plain, secret = _split_secrets(connector, cfg)
         cfg_interval = plain.pop("sync_interval_minutes", None)
         if "sync_interval_minutes" in (data["config"] or {}) and "sync_interval_minutes" not in data:
-            src.sync_interval_minutes = int(cfg_interval) if cfg_interval else None
+            src.sync_interval_minutes = _interval(cfg_interval)
         secret = {**old_secret, **secret}
         old_mapping = (src.config or {}).get("field_mapping")
         src.config = _jsonable(plain)

@@ -62,7 +62,7 @@ def _address_enabled() -> bool:
 def before_attempt(email: str, address: str) -> None:
     """Refuse (429 + Retry-After) when the address or the account is throttled; records the
     attempt against the address."""
-    from kbframework.queues import get_redis
+    from kbframework.jobs.queues import get_redis
     from kbframework.web.embed_security import _ip_tag, hit
 
     lim = limits()
@@ -84,7 +84,7 @@ def before_attempt(email: str, address: str) -> None:
 
 
 def record_failure(email: str) -> None:
-    from kbframework.queues import get_redis
+    from kbframework.jobs.queues import get_redis
 
     key = _account_key(email)
     window = limits()["lockout_seconds"]
@@ -95,6 +95,6 @@ def record_failure(email: str) -> None:
 
 
 def record_success(email: str) -> None:
-    from kbframework.queues import get_redis
+    from kbframework.jobs.queues import get_redis
 
     get_redis().delete(_account_key(email))

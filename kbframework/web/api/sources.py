@@ -71,6 +71,8 @@ def update_source(source_id):
 @admin_required
 def register_webhooks(source_id):
     base_url = body().get("base_url") or request.host_url
+    if not isinstance(base_url, str) or len(base_url) > 2000:
+        raise ValidationFailed("'base_url' must be this app's public address, e.g. https://kb.example.com.")
     return sources.register_webhooks(org_id(), source_id, base_url)
 
 
