@@ -27,7 +27,7 @@ def _mode(on: bool) -> None:
 
 def run() -> dict:
     from kbframework import tenancy
-    from kbframework.evaluation import drop_org, load_corpus, read_dataset, reference_now
+    from kbframework.retrieval.evaluation import drop_org, load_corpus, read_dataset, reference_now
     from kbframework.retrieval.answer import answer
 
     if not DATA.exists():

@@ -57,7 +57,7 @@ def test_javascript_permalink_never_leaves_the_system(kb_admin, kb_app, caplog):
             "store_url": store.url, "consumer_key": store.consumer_key,
             "consumer_secret": store.consumer_secret}})
         assert r.status_code == 201, r.get_data(as_text=True)
-        with caplog.at_level(logging.WARNING, logger="kbframework.knowledge"):
+        with caplog.at_level(logging.WARNING, logger="kbframework.sources.apply"):
             res = run_sync(r.get_json()["id"], "full", inline_ingest=True)
         assert res["status"] == "ok", res
     # dropped at ingestion, with a logged reason

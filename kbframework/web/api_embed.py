@@ -185,7 +185,7 @@ def chat(version, key):
 
 
 def _instruction_fragments(k) -> list[str]:
-    from kbframework import registry
+    from kbframework.hooks import registry
 
     templates = [k.system_prompt or ""] + [p.prompt_template or "" for p in registry.presets().values()]
     return system_fragments(templates)
