@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "retrieval_dev"
-RETRIEVAL_STEPS = ("load_context", "rewrite_query", "extract_filters", "prefilter", "embed_query",
-                   "vector_search", "keyword_search", "fuse_and_boost", "select_context")
+RETRIEVAL_STEPS = ("load_context", "conversation", "rewrite_query", "extract_filters", "inherit_filters", "prefilter",
+                   "embed_query", "vector_search", "keyword_search", "listing", "rrf", "role_boost", "identity",
+                   "referents", "select_context", "answerability")
 
 
 def _pct(xs: list[float], p: float) -> float:
@@ -64,7 +65,23 @@ def run(passes: int = 3) -> dict:
         out["quality"] = {m: {k: v for k, v in r.items() if k != "by_kind"} for m, r in rep["methods"].items()}
         out["quality"]["hybrid_beats_both"] = all(
             rep["methods"]["hybrid"]["ndcg@10"] > rep["methods"][m]["ndcg@10"] for m in ("vector", "keyword"))
-        print(f"nDCG@10: " + ", ".join(f"{m} {r['ndcg@10']}" for m, r in rep["methods"].items()), flush=True)
+        out["quality"]["by_kind"] = {m: r["by_kind"] for m, r in rep["methods"].items()}
+        out["gate"] = {k: v for k, v in rep["gate"].items() if k != "scores"}
+        out["targets"] = {"hybrid_overall_0.80": rep["methods"]["hybrid"]["ndcg@10"] >= 0.80,
+                          "follow_up_0.75": rep["methods"]["hybrid"]["by_kind"].get("follow_up", 0) >= 0.75,
+                          "keyword_0.95": rep["methods"]["hybrid"]["by_kind"].get("keyword", 0) >= 0.95,
+                          "sku_0.95": rep["methods"]["hybrid"]["by_kind"].get("sku", 0) >= 0.95,
+                          "hybrid_at_least_best_leg_every_kind": all(
+                              rep["methods"]["hybrid"]["by_kind"][k] >= max(rep["methods"]["vector"]["by_kind"][k],
+                                                                            rep["methods"]["keyword"]["by_kind"][k])
+                              for k in rep["methods"]["hybrid"]["by_kind"]),
+                          "unanswerable_fall_back_90pct": rep["gate"]["unanswerable_fell_back"]
+                          >= 0.9 * rep["gate"]["unanswerable"],
+                          "answerable_fall_back_5pct": rep["gate"]["answerable_fell_back"]
+                          <= 0.05 * rep["gate"]["answerable"]}
+        from kbframework.retrieval.evaluation import format_retrieval_report
+
+        print(format_retrieval_report(rep), flush=True)
         return out
     finally:
         drop_org(org)

@@ -112,6 +112,8 @@ class Preset:
     retrieval_limit: int = 6
     future_events_only: bool = True
     knowledge: str = "strict"  # strict | general
+    # tilts of Reciprocal Rank Fusion by leg ({"keyword": 1.5}); equal weights when empty
+    fusion_weights: dict = field(default_factory=dict)
 
 
 class EmbeddingProvider(Protocol):

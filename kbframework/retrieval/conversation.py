@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 log = logging.getLogger("kbframework.conversation")
@@ -145,20 +146,216 @@ def _only_constraints(question: str) -> bool:
     return bool(spans) and len(words) <= 1
 
 
-def is_follow_up(question: str, history: list[dict]) -> bool:
-    """Short and referential, after at least one user turn."""
+# --------------------------------------------------------------------------- the turn's kind
+
+STANDALONE, FOLLOW_UP, TOPIC_SHIFT = "standalone", "follow_up", "topic_shift"
+
+_CONNECTOR = re.compile(r"^\s*(?:and|or|but|also|plus|then|so)\b|^\s*(?:what|how)\s+about\b|"
+                        r"^\s*(?:same|ditto)\b|^\s*what\s+if\b", re.I)
+_PRONOUN = re.compile(r"\b(?:it|its|it's|they|them|their|those|these|that\s+one|this\s+one|the\s+one|"
+                      r"ones|one\s+of\s+them|same|another|other|others|either|both|there)\b", re.I)
+_IS_THERE = re.compile(r"\b(?:is|are|was|were)\s+there\b", re.I)
+COMPARATIVES = {
+    "cheaper": "cheaper", "less expensive": "cheaper", "lower price": "cheaper", "more affordable": "cheaper",
+    "more expensive": "pricier", "pricier": "pricier", "dearer": "pricier", "higher end": "pricier",
+    "later": "later", "afterwards": "later", "earlier": "earlier", "sooner": "earlier",
+    "bigger": "bigger", "larger": "bigger", "smaller": "smaller", "lighter": "lighter",
+}
+_COMPARATIVE = re.compile(r"\b(?:" + "|".join(re.escape(k).replace(r"\ ", r"\s+")
+                                            for k in sorted(COMPARATIVES, key=len, reverse=True)) + r")\b", re.I)
+_SUPERLATIVE = re.compile(r"\b(?:the\s+)?(cheapest|most\s+expensive|priciest|earliest|latest|soonest)\b", re.I)
+ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3, "4th": 3,
+            "fifth": 4, "5th": 4, "last": -1, "former": 0, "latter": -1}
+_ORDINAL = re.compile(r"\b(?:the\s+)?(first|1st|second|2nd|third|3rd|fourth|4th|fifth|5th|last|former|latter)"
+                      r"(?:\s+(?:one|ones|item|product|event|option|link|show|night|gig|concert))?\b", re.I)
+_SELECTOR_ONE = re.compile(r"\bthe\s+([\w'’-]+(?:\s+[\w'’-]+)?)\s+one\b", re.I)
+# nouns that ask about an attribute of something already shown, not a new subject
+ATTRIBUTE_NOUNS = frozenset("""
+price prices cost costs much link links url urls website page ticket tickets booking stock availability
+available size sizes colour colours color colors date dates time times start starts doors hour hours
+age limit limits restriction parking address venue location directions way map subtitles subtitle language
+fuel weight warranty guarantee delivery shipping return returns refund refunds discount version versions
+lid lids spare spares fit fits capacity dimension dimensions material materials detail details info
+information dress code accessible accessibility wheelchair lineup line-up duration long entry cover free
+rating review reviews battery model models option options variant variants one ones more else
+""".split())
+_WORDS = re.compile(r"[\w'’-]+", re.U)
+_FRAME = re.compile(r"^\s*(?:what(?:'s|’s|\s+is|\s+are)?\s+(?:on|happening|going\s+on|playing|showing)|"
+                    r"what\s+(?:events|shows|gigs|concerts|parties)|any(?:thing)?\s+(?:on|happening)|"
+                    r"(?:do|does|can)\s+(?:you|i|we)\b|show\s+me|i(?:'m|’m|\s+am)\s+(?:looking|after)|"
+                    r"i\s+(?:need|want|would\s+like|'d\s+like)|tell\s+me\s+about|where\s+(?:can|do)\s+i|"
+                    r"how\s+(?:do|can)\s+i|looking\s+for|recommend|suggest)\b", re.I)
+
+
+@dataclass
+class TurnKind:
+    """How a question relates to the conversation before it, and why."""
+
+    kind: str = STANDALONE
+    reason: str = "the first question of the conversation"
+    how: str = "rules"
+    refers_back: bool = False          # about the documents the previous answer showed
+    comparative: str | None = None     # "cheaper", "pricier", "later", "earlier", …
+    superlative: str | None = None     # "the cheapest one": a pick among the shown documents
+    ordinal: int | None = None         # "the second one" → 1, "the last one" → -1
+    selector: str | None = None        # "the Saturday one" → "Saturday"
+    new_subject: bool = False          # a follow-up that swaps the subject ("and jazz?")
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, False)}
+
+
+_PICK = {"cheaper": "cheapest", "pricier": "most_expensive", "later": "latest", "earlier": "earliest"}
+
+
+def content_words(question: str, vocab: dict | None = None) -> list[str]:
+    """The question's own subject words: no fillers, no constraint phrases (time, price, stock,
+    colour, the organization's places), no attribute nouns."""
+    q = _core(question)
+    spans = [sp for v in _constraint_spans(q).values() for sp in v]
+    spans += [sp for k, v in _vocab_spans(q, vocab).items() if k in ("city", "venue") for sp in v]
+    rest = _remove(q, spans) if spans else q
+    rest = _COMPARATIVE.sub(" ", _ORDINAL.sub(" ", rest))
+    out = []
+    for w in _WORDS.findall(rest.lower()):
+        w = w.strip("'’-")
+        if len(w) < 2 or w in _FILLER or w in _LINK_FILLER or w in ATTRIBUTE_NOUNS:
+            continue
+        if w in _GENERAL_STOP or w.isdigit():
+            continue
+        out.append(w)
+    return out
+
+
+_GENERAL_STOP = frozenset("""
+am be been being was were will shall should may might must need want like would get got go going come
+coming here there when where who whom why also just only very really more most less least much many
+tonight today tomorrow weekend week night evening morning afternoon on in at for from into near by
+and or but not no yes so if than too else still again ever your yours our my mine his her we us
+happening playing showing available sell selling offer offering stock book order buy recommend suggest
+tell know let see look looking find show give send share after best good nice great cool thanks thank
+back don't doesn't didn't can't won't isn't aren't fit fits
+""".split())
+
+
+def classify(question: str, history: list[dict], vocab: dict | None = None) -> TurnKind:
+    """Standalone, follow-up or topic shift, by rules.
+
+    Follow-up signals: a leading "and"/"what about", a pronoun ("it", "those", "there"), a
+    comparative ("cheaper", "later"), an ordinal ("the second one"), "the Saturday one", a link
+    request without its own subject, an attribute question without a subject ("is there an
+    age limit?"), or an ellipsis (a fragment of constraints: "in red?", "tomorrow?").
+    Topic-shift signals: a complete question with its own subject, or a question frame ("what's
+    on", "do you have") with its own time or place and nothing pointing back."""
     if not any(m.get("role") == "user" for m in history or []):
-        return False
+        return TurnKind()
+    t = TurnKind()
+    m = _SUPERLATIVE.search(question)
+    if m and re.search(r"\b(?:one|ones|of\s+(?:them|those|these))\b", question, re.I):
+        t.superlative = m.group(1).lower().replace(" ", "_")
+    c = _COMPARATIVE.search(question)
+    if c and not re.search(r"\b(?:cheaper|pricier)\s+than\s+\d", question, re.I):
+        t.comparative = COMPARATIVES[" ".join(c.group(0).lower().split())]
+    o = _ORDINAL.search(question)
+    if o and (o.group(0).lower().split()[-1] in ("one", "ones", "item", "product", "event", "option", "link",
+                                                   "show", "night", "gig", "concert")
+              or re.search(r"\bthe\s+" + re.escape(o.group(1)), question, re.I)):
+        if not re.search(r"\b(?:first|last)\s+(?:time|week|weekend|day|month|night\s+of)\b", question, re.I):
+            t.ordinal = ORDINALS[o.group(1).lower()]
+    sel = _SELECTOR_ONE.search(question)
+    if sel and t.ordinal is None and sel.group(1).lower() not in ("first", "last", "same", "other", "next"):
+        word = " ".join(sel.group(1).lower().split())
+        if word in COMPARATIVES:  # "the cheaper one": a pick among what was shown, not a new bound
+            t.superlative, t.comparative = _PICK.get(COMPARATIVES[word]), None
+        else:
+            t.selector = sel.group(1)
     words = question.split()
-    if not words or len(words) > 10:
-        return False
-    if _LEAD.match(question) and _LEAD.match(question).group(0).strip():
-        return True
-    return bool(_REFERENT.search(question) or _THERE.search(question) or is_link_request(question)
-                or _only_constraints(question))
+    subject = content_words(question, vocab)
+    own_constraints = [sp for v in _constraint_spans(_core(question)).values() for sp in v]
+    own_places = _vocab_spans(question, vocab)
+    connector = bool(_CONNECTOR.match(question))
+    pronoun = bool(_PRONOUN.search(_IS_THERE.sub(" ", question)))
+    link = is_link_request(question)
+    frame = bool(_FRAME.match(question))
+    if t.superlative or t.ordinal is not None or t.selector:
+        t.refers_back = True
+        t.kind = FOLLOW_UP
+    if t.superlative or t.ordinal is not None or t.selector:
+        t.kind, t.reason = FOLLOW_UP, "points at one of the documents already shown " + (
+            f"('{t.superlative or t.selector or o.group(0)}')")
+    elif t.comparative:
+        t.kind, t.reason = FOLLOW_UP, f"a comparative ('{c.group(0)}') refines the previous answer"
+    elif connector and len(words) <= 10:
+        t.kind, t.reason = FOLLOW_UP, f"starts with '{_CONNECTOR.match(question).group(0).strip()}'"
+        t.new_subject = bool(subject)
+    elif pronoun and len(words) <= 14 and not (frame and subject and len(subject) >= 2 and not link):
+        t.kind, t.reason = FOLLOW_UP, "a pronoun refers back ('" + _PRONOUN.search(
+            _IS_THERE.sub(" ", question)).group(0) + "')"
+        t.refers_back = True
+    elif link and not subject:
+        t.kind, t.reason = FOLLOW_UP, "asks for the link of what was shown"
+        t.refers_back = True
+    elif not subject and not frame and (own_constraints or own_places) and len(words) <= 6:
+        t.kind, t.reason = FOLLOW_UP, "an ellipsis: only constraints, the subject comes from before"
+    elif not subject and len(words) <= 8 and _asks_attribute(question):
+        t.kind, t.reason = FOLLOW_UP, "asks about a detail of what was shown, without its own subject"
+        t.refers_back = True
+    elif not subject and len(words) <= 3:
+        t.kind, t.reason = FOLLOW_UP, "a short fragment without its own subject"
+    elif subject:
+        t.kind, t.reason = TOPIC_SHIFT, "a complete question with its own subject ('" + " ".join(subject[:4]) + "')"
+    elif frame and (own_constraints or own_places):
+        t.kind, t.reason = TOPIC_SHIFT, "a new question ('" + _FRAME.match(question).group(0).strip() + \
+            "…') with its own time or place"
+    else:
+        t.kind, t.reason = TOPIC_SHIFT, "nothing points back to the previous turn"
+    return t
 
 
-def _rewrite_pair(prev: str, question: str, vocab: dict | None = None) -> str:
+def _asks_attribute(question: str) -> bool:
+    return any(w.strip("?.!,").lower() in ATTRIBUTE_NOUNS for w in question.split())
+
+
+CLASSIFY_PROMPT = ("Decide how the visitor's last message relates to the conversation. Reply with one word: "
+                   "FOLLOW_UP (it refines or refers back to what was discussed: 'and tomorrow?', 'cheaper?', "
+                   "'the second one', 'how much is it?') or NEW (a new, complete question on another subject, "
+                   "even if it names its own time or place).")
+
+
+def classify_llm(question: str, history: list[dict], llm) -> str:
+    turns = "\n".join(f"{m['role']}: {m['content'][:400]}" for m in history[-4:])
+    res = llm.complete([{"role": "system", "content": CLASSIFY_PROMPT},
+                        {"role": "user", "content": f"Conversation:\n{turns}\n\nLast message: {question}"}],
+                       max_tokens=5, temperature=0.0)
+    word = (res.text or "").strip().upper()
+    if word.startswith("FOLLOW"):
+        return FOLLOW_UP
+    if word.startswith("NEW"):
+        return TOPIC_SHIFT
+    raise ValueError(f"unexpected answer {res.text!r}")
+
+
+def is_follow_up(question: str, history: list[dict], vocab: dict | None = None) -> bool:
+    """A follow-up by the rules of ``classify`` (refines or refers back to the previous turn)."""
+    return classify(question, history, vocab).kind == FOLLOW_UP
+
+
+def _constraints_only(prev: str, vocab: dict | None) -> str:
+    """The previous question's constraint phrases (time, price, stock, colour, place) without its
+    subject: what a follow-up that swaps the subject ("and jazz?") keeps."""
+    spans = [sp for v in _constraint_spans(prev).values() for sp in v]
+    spans += [sp for k, v in _vocab_spans(prev, vocab).items() if k in ("city", "venue") for sp in v]
+    keep = []
+    for a, b in sorted(set(spans)):
+        m = _PREP_BEFORE.search(prev[:a])
+        keep.append(prev[m.start():b] if m else prev[a:b])
+    return _tidy(" ".join(keep))
+
+
+_POINTERS = re.compile(_COMPARATIVE.pattern + "|" + _SUPERLATIVE.pattern + "|" + _ORDINAL.pattern, re.I)
+
+
+def _rewrite_pair(prev: str, question: str, vocab: dict | None = None, turn: "TurnKind | None" = None) -> str:
     """One step: the previous standalone question + this follow-up."""
     core = _core(question)
     if not prev:
@@ -173,6 +370,9 @@ def _rewrite_pair(prev: str, question: str, vocab: dict | None = None) -> str:
         if new_v.get(kind) and old_v.get(kind):
             drop.extend(old_v[kind])
     base = _remove(prev, drop) if drop else _tidy(prev)
+    if turn is not None and turn.new_subject:  # "and jazz?": jazz replaces techno, time and place stay
+        base = _constraints_only(base, vocab)
+    core = _POINTERS.sub(" ", core)  # "cheaper", "the second one" are bounds and picks, not search words
     if is_link_request(core):
         extra = _LINK.sub(" ", core)
         words = [w for w in re.findall(r"[\w'’€$£.-]+", extra)
@@ -182,22 +382,31 @@ def _rewrite_pair(prev: str, question: str, vocab: dict | None = None) -> str:
     return _tidy(f"{base} {' '.join(words)}")
 
 
-def rewrite_offline(question: str, history: list[dict], vocab: dict | None = None) -> str:
+def standalone_before(history: list[dict], vocab: dict | None = None) -> str:
+    """The conversation's standalone question as of its last user turn: the user turns folded
+    left to right, each follow-up building on the one before, a topic shift starting over."""
+    standalone = ""
+    seen: list[dict] = []
+    for m in history:
+        if m.get("role") == "user":
+            t = classify(m["content"], seen, vocab)
+            if standalone and t.kind == FOLLOW_UP:
+                standalone = _rewrite_pair(standalone, m["content"], vocab, t)
+            else:
+                standalone = _tidy(m["content"])
+        seen.append(m)
+    return standalone
+
+
+def rewrite_offline(question: str, history: list[dict], vocab: dict | None = None,
+                    turn: "TurnKind | None" = None) -> str:
     """Carry the conversation's subject and constraints into a short follow-up.
 
     The user turns are folded left to right, so a third turn builds on the rewritten second
     ("techno this weekend under €30" → "and tomorrow?" → "the cheaper one?" keeps techno,
     tomorrow and the price)."""
-    standalone = ""
-    seen: list[dict] = []
-    for m in history:
-        if m.get("role") == "user":
-            if standalone and is_follow_up(m["content"], seen):
-                standalone = _rewrite_pair(standalone, m["content"], vocab)
-            else:
-                standalone = _tidy(m["content"])
-        seen.append(m)
-    return _rewrite_pair(standalone, question, vocab)
+    turn = turn or classify(question, history, vocab)
+    return _rewrite_pair(standalone_before(history, vocab), question, vocab, turn)
 
 
 REWRITE_PROMPT = ("Rewrite the visitor's last message as ONE standalone search query, using the conversation "
@@ -217,16 +426,18 @@ def rewrite_llm(question: str, history: list[dict], llm) -> str:
     return out
 
 
-def rewrite(question: str, history: list[dict], vocab: dict | None = None, llm=None) -> tuple[str, str | None]:
+def rewrite(question: str, history: list[dict], vocab: dict | None = None, llm=None,
+            turn: "TurnKind | None" = None) -> tuple[str, str | None]:
     """(query, how): how is None (not a follow-up), "llm" or "offline"."""
-    if not is_follow_up(question, history):
+    turn = turn or classify(question, history, vocab)
+    if turn.kind != FOLLOW_UP:
         return question, None
-    if llm is not None and llm.name != "extractive":
+    if llm is not None:
         try:
             return rewrite_llm(question, history, llm), "llm"
         except Exception as exc:  # the offline rewrite is always there
             log.warning("LLM rewrite failed, offline instead: %s", exc)
-    return rewrite_offline(question, history, vocab), "offline"
+    return rewrite_offline(question, history, vocab, turn), "offline"
 
 
 # --------------------------------------------------------------------------- link requests
@@ -240,7 +451,8 @@ def previous_documents(history: list[dict]) -> list[str]:
     return []
 
 
-def pin_documents(s, pf, fused: list[dict], doc_ids: list[str]) -> tuple[list[dict], list[str]]:
+def pin_documents(s, pf, fused: list[dict], doc_ids: list[str],
+                  why: str = "link request: shown in the previous answer") -> tuple[list[dict], list[str]]:
     """Put the previous answer's documents first (those the current pre-filter still allows),
     keeping the rest in order. Returns (new fused list, pinned document ids)."""
     if not doc_ids:
@@ -266,7 +478,7 @@ def pin_documents(s, pf, fused: list[dict], doc_ids: list[str]) -> tuple[list[di
     for d in order:
         f = dict(best.get(d) or {"chunk_id": allowed[d], "document_id": d, "score": 0.0, "ranks": {},
                                  "leg_scores": {}, "rank": None, "boost": 1.0, "boosted_score": 0.0})
-        f["pinned"] = "link request: shown in the previous answer"
+        f["pinned"] = why
         pinned.append(f)
     out = pinned + rest
     for i, f in enumerate(out):

@@ -197,48 +197,27 @@ def _external_ids(s, org_id: str) -> dict:
 
 def retrieve(org_id, question: str, *, history=None, now: datetime, methods=METHODS, depth: int = DEPTH,
              use_filters: bool = True, use_rewrite: bool = True) -> tuple[dict, dict]:
-    """The product's retrieval steps without the LLM. Returns ({method: [document ids]}, debug)."""
+    """The product's own retrieval steps (``STEPS`` up to the answerability gate, no LLM, no log).
+    Returns ({method: [document ids]}, debug)."""
     from kbframework.db import session_scope
-    from kbframework.retrieval import answer as A
-    from kbframework.retrieval import conversation
-    from kbframework.retrieval.filters import (constraint_only, extract_filter_parts, listing_hits, merge_parts,
-                                               search_text)
-    from kbframework.retrieval.search import Prefilter, keyword_search, rrf, vector_search
+    from kbframework.retrieval.search import rrf
+    from kbframework.retrieval.steps import Turn, run_steps
 
+    t = Turn(org_id=org_id, question=question, mode="search", history=history, now=now, k_vector=depth,
+             k_keyword=depth, use_filters=use_filters, use_rewrite=use_rewrite, retrieval_only=True)
     with session_scope() as s:
-        ctx = A.load_context(s, org_id, "search")
-        hist = conversation.clean_history(history, ctx.history_window)
-        vocab = A._vocabulary(s, ctx.org.id)
-        query, how = A.rewrite_query(question, hist, vocab) if use_rewrite else (question, None)
-        if use_filters:
-            fctx = A.filter_context(s, ctx, now, hist)
-            fctx["vocabulary"] = vocab
-            parts, _ = extract_filter_parts(query, fctx)
-            pf = merge_parts(ctx.org.id, now, parts)
-        else:
-            parts, pf = [], Prefilter(organization_id=str(ctx.org.id), now=now)
-        text_q = search_text(query, parts)
-        legs: dict = {}
-        if "vector" in methods or "hybrid" in methods:
-            qvecs, _ = A.embed_query(s, ctx.org.id, text_q)
-            hits = []
-            for model, (dim, vec) in qvecs.items():
-                hits.extend(vector_search(s, pf, model, dim, vec, k=depth, floor=ctx.floor)[0])
-            legs["vector"] = hits
-        if "keyword" in methods or "hybrid" in methods:
-            legs["keyword"] = keyword_search(s, pf, text_q, k=depth)[0]
-        if "hybrid" in methods and use_filters and constraint_only(query, parts, pf):
-            legs["listing"] = listing_hits(s, pf, depth)  # the product's third leg, hybrid only
-        ext = _external_ids(s, str(ctx.org.id)) if legs else {}
+        run_steps(s, t)
+        ext = _external_ids(s, str(t.ctx.org.id)) if t.legs else {}
+    legs = t.legs
     out = {}
     extra = ["hybrid-2legs"] if "hybrid" in methods and "listing" in legs else []
     for m in list(methods) + extra:
         if m == "hybrid":
-            ranked = rrf(legs)
+            ranked = t.boosted  # fusion, boosts, identity and referents: what the product serves
         elif m == "hybrid-2legs":  # the same fusion without the listing leg, for an honest comparison
-            ranked = rrf({k: v for k, v in legs.items() if k != "listing"})
+            ranked = rrf({k: v for k, v in legs.items() if k != "listing"}, weights=t.weights)
         else:
-            ranked = [{"document_id": h.document_id} for h in legs[m]]
+            ranked = [{"document_id": h.document_id} for h in legs.get(m, [])]
         seen, docs_ = set(), []
         for f in ranked:
             did = ext.get(f["document_id"], f["document_id"])
@@ -246,9 +225,16 @@ def retrieve(org_id, question: str, *, history=None, now: datetime, methods=METH
                 seen.add(did)
                 docs_.append(did)
         out[m] = docs_
-    date = next((p for p in parts if p.field == "date_range" and not getattr(p, "dropped", None)), None)
-    return out, {"query": query, "rewrite": how, "filters": pf.describe(),
-                 "parts": [p.field for p in parts], "date_phrase": date.matched if date else None}
+    date = next((p for p in t.parts if p.field == "date_range" and not getattr(p, "dropped", None)), None)
+    g = t.debug.get("gate") or {}
+    return out, {"query": t.query, "rewrite": t.rewrite_how, "filters": t.pf.describe() if t.pf else {},
+                 "parts": [p.field for p in t.parts], "date_phrase": date.matched if date else None,
+                 "kind": t.kind.kind, "answerable": t.answerable, "gate": {
+                     "score": g.get("score"), "why": g.get("why"), "unknown_words": g.get("unknown_words"),
+                     "document_frequency": g.get("document_frequency"), "text": t.text_q,
+                     "unknown_share": g.get("unknown_share"),
+                     "passages": [{k: p[k] for k in ("similarity", "overlap", "agreement", "score", "matched")}
+                                  for p in g.get("passages", [])]}}
 
 
 # --------------------------------------------------------------------------- metrics
@@ -293,7 +279,8 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
         per: dict = {m: [] for m in methods}
         per2: list = []
         listing = {"queries": 0}
-        no_answer = {"queries": 0, "returned_nothing": 0}
+        no_answer = {"queries": 0, "returned_nothing": 0, "fell_back": 0}
+        gate_rates = {"answerable": 0, "answerable_fell_back": 0, "fell_back_ids": [], "scores": []}
         window = {"queries": 0, "phrase_found": 0, "empty_window_skipped": 0,
                   "out_of_window_events_in_top10": 0, "in_window_recall@50": []}
         events = {d["_id"] for d in ds.corpus if d.get("role") == "event"}
@@ -302,10 +289,17 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
             rels = ds.qrels.get(q["_id"])
             ranked, dbg = retrieve(org_id, q["text"], history=q.get("history"), now=now, methods=methods,
                                    use_filters=use_filters, use_rewrite=use_rewrite)
+            gate_rates["scores"].append({"id": q["_id"], "kind": q.get("kind", ""), "answerable": bool(rels),
+                                         "passed": dbg["answerable"], **dbg["gate"]})
             if not rels:
                 no_answer["queries"] += 1
                 no_answer["returned_nothing"] += int(not ranked[methods[-1]])
+                no_answer["fell_back"] += int(not dbg["answerable"])
                 continue
+            gate_rates["answerable"] += 1
+            if not dbg["answerable"]:
+                gate_rates["answerable_fell_back"] += 1
+                gate_rates["fell_back_ids"].append(q["_id"])
             if use_filters and "expected_in_window" in q:
                 # time-aware score (README): judged events outside the phrase's window are not
                 # wanted any more; pages and products keep their grades
@@ -340,7 +334,11 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
     window["in_window_recall@50"] = round(_mean(window["in_window_recall@50"]), 4)
     report = {"dataset": str(ds.path), "now": now.isoformat(), "judged_queries": len(per[methods[0]]),
               "filters": use_filters, "rewrite": use_rewrite, "seconds": round(secs, 1), "methods": {},
-              "no_answer": no_answer, "time_window": window if window["queries"] else None}
+              "no_answer": no_answer, "time_window": window if window["queries"] else None,
+              "gate": {"unanswerable": no_answer["queries"], "unanswerable_fell_back": no_answer["fell_back"],
+                       "answerable": gate_rates["answerable"],
+                       "answerable_fell_back": gate_rates["answerable_fell_back"],
+                       "answerable_fell_back_ids": gate_rates["fell_back_ids"], "scores": gate_rates["scores"]}}
     if keep and own:
         report["organization_id"] = org_id
     for m in methods:
@@ -354,6 +352,10 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
         report["listing_leg"] = {"queries": listing["queries"], "hybrid_without_listing": {
             k: round(_mean(r[k] for r in per2), 4) for k in ("ndcg@10", "recall@10", "recall@50", "mrr@10")}}
     return report
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100.0 * a / b:.1f}%" if b else "—"
 
 
 def format_retrieval_report(rep: dict) -> str:
@@ -379,10 +381,13 @@ def format_retrieval_report(rep: dict) -> str:
                       f"in-window recall@50 {tw['in_window_recall@50']:.4f}, judged out-of-window events in the "
                       f"top 10: {tw['out_of_window_events_in_top10']}, empty windows left out: "
                       f"{tw['empty_window_skipped']}"]
-    na = rep["no_answer"]
-    if na["queries"]:
-        lines += ["", f"unanswerable queries: {na['returned_nothing']} of {na['queries']} returned nothing "
-                      f"(the rest would be answered from their closest passages)"]
+    g = rep.get("gate")
+    if g:
+        un = g["unanswerable"]
+        lines += ["", f"answerability gate: {g['unanswerable_fell_back']} of {un} unanswerable queries fall back "
+                      f"({_pct(g['unanswerable_fell_back'], un)}; target ≥ 90%), {g['answerable_fell_back']} of "
+                      f"{g['answerable']} answerable ones do ({_pct(g['answerable_fell_back'], g['answerable'])}; "
+                      f"target ≤ 5%)"]
     lines.append(f"\n{rep['seconds']} s for the queries")
     return "\n".join(lines)
 

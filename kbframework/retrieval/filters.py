@@ -168,6 +168,8 @@ def extract_filter_parts(query: str, context: dict) -> tuple[list[FilterPart], l
     parts: list[FilterPart] = []
     errors: list[dict] = []
     timings: dict = {}
+    if context.get("rules_only"):  # re-reading an earlier turn: no model call
+        impls = [i for i in impls if not getattr(i.function, "kb_parallel", False)]
     futures = [(impl, _pool.submit(_call, impl, query, context)) for impl in impls
                if getattr(impl.function, "kb_parallel", False)]
     for impl in impls:

@@ -47,10 +47,13 @@ class Prefilter:
     # tag/category conditions: every group must match, any label within a group ("red" AND
     # "dress"-or-"Dresses"); when empty, ``categories`` and ``tags`` are one group each
     label_groups: list[list[str]] = field(default_factory=list)
+    # "anything later?" after a list of events: events starting after (before) a moment
+    start_after: datetime | None = None
+    start_before: datetime | None = None
 
     @property
     def selective(self) -> bool:
-        return bool(self.date_start or self.price_min is not None or self.price_max is not None
+        return bool(self.date_start or self.start_after or self.start_before or self.price_min is not None or self.price_max is not None
                     or self.categories or self.tags or self.label_groups or self.city or self.venue or self.roles
                     or self.source_types)
 
@@ -75,6 +78,12 @@ class Prefilter:
             p.update(range_start=self.date_start, range_end=self.date_end)
         elif not self.past:
             conds.append("(d.event_start IS NULL OR coalesce(d.event_end, d.event_start) >= :now)")
+        if self.start_after is not None:
+            conds.append("(d.event_start IS NULL OR d.event_start > :start_after)")
+            p["start_after"] = self.start_after
+        if self.start_before is not None:
+            conds.append("(d.event_start IS NULL OR d.event_start < :start_before)")
+            p["start_before"] = self.start_before
         price = "coalesce(kb_num(d.metadata->>'price_min'), kb_num(d.metadata->>'price'))"
         if self.price_max is not None:
             conds.append(f"(d.document_role NOT IN :frole OR {price} <= :price_max)")
@@ -111,7 +120,7 @@ class Prefilter:
 
     def describe(self) -> dict:
         out = {"organization_id": str(self.organization_id), "now": self.now.isoformat()}
-        for k in ("date_start", "date_end"):
+        for k in ("date_start", "date_end", "start_after", "start_before"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v.isoformat()
@@ -283,14 +292,16 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
 # --------------------------------------------------------------------------- fusion
 
 
-def rrf(legs: dict[str, list[Hit]], k: int = RRF_K) -> list[dict]:
-    """Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the lists a chunk appears in."""
+def rrf(legs: dict[str, list[Hit]], k: int = RRF_K, weights: dict | None = None) -> list[dict]:
+    """Reciprocal Rank Fusion: score = Σ w_leg / (k + rank) over the lists a chunk appears in
+    (every weight 1 unless ``weights`` tilts a leg)."""
     fused: dict[int, dict] = {}
     for leg, hits in legs.items():
+        w = float((weights or {}).get(leg, 1.0))
         for h in hits:
             f = fused.setdefault(h.chunk_id, {"chunk_id": h.chunk_id, "document_id": h.document_id,
                                               "score": 0.0, "ranks": {}, "leg_scores": {}})
-            f["score"] += 1.0 / (k + h.rank)
+            f["score"] += w / (k + h.rank)
             f["ranks"][leg] = h.rank
             f["leg_scores"][leg] = round(h.score, 6)
     out = sorted(fused.values(), key=lambda f: (-f["score"], min(f["ranks"].values()), f["chunk_id"]))
