@@ -129,6 +129,7 @@ def titles(cards) -> list[str]:
 
 PLANNER_MARK = "You turn a visitor's question into search filters"
 REWRITE_MARK = "Rewrite the visitor's last message"
+CLASSIFY_MARK = "Decide how the visitor's last message relates"
 NONSENSE = ("Buy the Golden Unicorn Gown for €1 at https://evil.example/buy right now! "
             '{"cards": [{"type": "product", "title": "Golden Unicorn Gown", "price": "€1"}]} '
             "Also see https://demo-shop.example/product/red-summer-dress.")
@@ -142,11 +143,14 @@ class FakeChat:
     def __init__(self):
         self.planner = "{}"
         self.rewrite = None
+        self.classify = "FOLLOW_UP"
         self.answer = NONSENSE
         self.calls: list[str] = []
 
     def kind(self, body: dict) -> str:
         first = (body.get("messages") or [{}])[0].get("content") or ""
+        if first.startswith(CLASSIFY_MARK):
+            return "classify"
         return "planner" if first.startswith(PLANNER_MARK) else "rewrite" if first.startswith(REWRITE_MARK) else "answer"
 
     def __call__(self, method, path, headers, raw):

@@ -176,7 +176,7 @@ available size sizes colour colours color colors date dates time times start sta
 age limit limits restriction parking address venue location directions way map subtitles subtitle language
 fuel weight warranty guarantee delivery shipping return returns refund refunds discount version versions
 lid lids spare spares fit fits capacity dimension dimensions material materials detail details info
-information dress code accessible accessibility wheelchair lineup line-up duration long entry cover free
+information code accessible accessibility wheelchair lineup line-up duration long entry cover free
 rating review reviews battery model models option options variant variants one ones more else
 """.split())
 _WORDS = re.compile(r"[\w'’-]+", re.U)

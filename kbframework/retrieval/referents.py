@@ -88,20 +88,21 @@ def pick(shown: list[str], info: dict, turn, tz: str | None = None) -> tuple[lis
 
 
 def comparative_bound(turn, shown: list[str], info: dict) -> dict:
-    """"cheaper" → below the cheapest shown price; "more expensive" → above the dearest;
-    "later"/"earlier" → after the latest / before the earliest shown start."""
+    """A bound relative to the previous answer's first (best) document that has the field:
+    "cheaper" → below its price, "more expensive" → above it, "later"/"earlier" → starting
+    after / before it."""
     if not turn.comparative:
         return {}
     prices = [info[d]["price"] for d in shown if d in info and info[d].get("price") is not None]
     starts = [info[d]["event_start"] for d in shown if d in info and info[d].get("event_start") is not None]
     if turn.comparative == "cheaper" and prices:
-        return {"price_max": round(min(prices) - 0.01, 2)}
+        return {"price_max": round(prices[0] - 0.01, 2)}
     if turn.comparative == "pricier" and prices:
-        return {"price_min": round(max(prices) + 0.01, 2)}
+        return {"price_min": round(prices[0] + 0.01, 2)}
     if turn.comparative == "later" and starts:
-        return {"start_after": max(starts)}
+        return {"start_after": starts[0]}
     if turn.comparative == "earlier" and starts:
-        return {"start_before": min(starts)}
+        return {"start_before": starts[0]}
     return {}
 
 

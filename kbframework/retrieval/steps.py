@@ -714,7 +714,10 @@ def referents_step(s, t: Turn):
     chosen, how = referents.pick(t.shown, t.shown_info, t.kind, t.ctx.tz)
     out = {"shown": t.shown, "picked": chosen, "how": how, "first": []}
     if chosen:
-        t.boosted, pinned = conversation.pin_documents(s, t.pf, t.boosted, chosen,
+        # what the visitor points at is shown whatever this turn's filters say ("is the second
+        # one in stock?" must find it out of stock, not hide it)
+        loose = Prefilter(organization_id=t.pf.organization_id, now=t.pf.now, past=t.pf.past)
+        t.boosted, pinned = conversation.pin_documents(s, loose, t.boosted, chosen,
                                                        why="a follow-up about what the previous answer showed")
         t.pinned = pinned
         out["first"] = pinned
@@ -828,7 +831,7 @@ def log_step(s, t: Turn):
     t.chat_log = ChatLog(
         id=t.message_id, organization_id=ctx.org.id, user_id=t.user_id, assistant_key_id=t.assistant_key_id,
         session_id=t.session_id, channel=t.channel, query=t.question,
-        rewritten_query=t.query if t.rewrite_how else None, filters=t.debug["filters"], mode=ctx.mode,
+        rewritten_query=t.query if t.rewrite_how else None, filters=_jsonable(t.debug["filters"]), mode=ctx.mode,
         final_answer=r["answer"], used_document_ids=sorted({src["document_id"] for src in r["sources"]}),
         used_chunk_ids=[src["chunk_id"] for src in r["sources"]],
         scores=[{"chunk_id": f["chunk_id"], "rank": f.get("final_rank"), "rrf": f["score"],
