@@ -40,6 +40,7 @@ def apply_settings(s, st, data: dict) -> bool:
             org.timezone = check_timezone(val)
         elif k == "extra":
             _check_budget(val.get("budget"))
+            _check_gate(val)
             old = st.extra or {}
             _check_private_network(old, val)
             new = {**old, **val}
@@ -88,3 +89,15 @@ def _check_budget(b) -> None:
     sp = b.get("soft_pct", 80)
     if not isinstance(sp, (int, float)) or not 1 <= sp <= 100:
         raise ValidationFailed("budget.soft_pct must be between 1 and 100.")
+
+
+def _check_gate(extra: dict) -> None:
+    """The answerability gate's per-organization override and the synonyms its overlap uses."""
+    t = extra.get("answer_threshold")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not -1.0 <= t <= 3.0):
+        raise ValidationFailed("answer_threshold must be a number between -1 and 3 (or null for the default).")
+    syn = extra.get("synonyms")
+    if syn is not None and (not isinstance(syn, dict) or not all(
+            isinstance(k, str) and (isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)))
+            for k, v in syn.items())):
+        raise ValidationFailed("synonyms must map a word to a word or a list of words.")

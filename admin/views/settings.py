@@ -56,8 +56,10 @@ def settings():
     missing = cur["preset"] if cur["preset"] not in registry.presets() else None
     if request.method != "POST":
         cur["preset"] = effective
+    from kbframework.retrieval.gate import CALIBRATION
+
     return render_template("admin_settings.html", st=cur, presets=presets, errors=errors, missing_preset=missing,
-                           providers=providers_info(), timezones=sorted(available_timezones()),
+                           calibration=CALIBRATION, providers=providers_info(), timezones=sorted(available_timezones()),
                            org_name=current_user.organization_name), (400 if errors else 200)
 
 
@@ -86,7 +88,14 @@ def _settings_from_form(st) -> tuple[dict, dict]:
         errors["branding_color"] = ["Use a colour like #2f6fed."]
     if logo and not re.match(r"^https?://", logo) and not logo.startswith("/"):
         errors["branding_logo"] = ["The logo must be a web address (https://…)."]
-    data["extra"] = {"branding": {"color": color or None, "logo": logo or None,
+    raw_t = (f.get("answer_threshold") or "").strip()
+    threshold = None
+    if raw_t:
+        try:
+            threshold = float(raw_t)
+        except ValueError:
+            errors["answer_threshold"] = ["The answer threshold must be a number (or empty for the default)."]
+    data["extra"] = {"answer_threshold": threshold, "branding": {"color": color or None, "logo": logo or None,
                                   "title": (f.get("branding_title") or "").strip() or None,
                                   "welcome": (f.get("branding_welcome") or "").strip() or None},
                      "fallback_text": (f.get("fallback_text") or "").strip() or None}

@@ -86,7 +86,9 @@ class NameIndex:
         for m in _URL.finditer(raw or ""):
             for doc_id in self.urls.get(m.group(0).rstrip(").,;]").rstrip("/"), ()):
                 found.append(Named(doc_id, "url", m.start(), 1.0))
-        found += self._title_matches(tokens(raw or ""), raw or "")
+        titles = self._title_matches(tokens(raw or ""), raw or "")
+        whole = {n.position for n in titles if n.how in ("title", "title_without_brand")}
+        found += [n for n in titles if n.how != "leading_words" or n.position not in whole]
         rank = {"sku": 0, "url": 0, "title": 1, "title_without_brand": 2, "leading_words": 3}
         best: dict = {}
         for n in found:
@@ -110,8 +112,10 @@ class NameIndex:
         lead = [n for n in named if n.how == "leading_words"]
         if not lead:
             return [], named
-        top = max(n.cover for n in lead)
-        keep = [n for n in lead if n.cover == top]
+        # an accessory's extra words ("… Tent Carpet", "… Rain Cover") lose to the main product's
+        main = [n for n in lead if not ACCESSORY & set(self.docs[n.document_id][2])] or lead
+        top = max(n.cover for n in main)
+        keep = [n for n in main if n.cover == top]
         return (_ids(keep) if len(keep) <= 3 else []), named
 
 
@@ -130,6 +134,10 @@ def _common_prefix(a: list, b: tuple) -> int:
     return n
 
 
+ACCESSORY = frozenset("""
+carpet footprint cover lid gasket filter set case strap loft peg canister refill spare replacement kit liner
+pouch sleeve adapter charger mount holder hook
+""".split())
 _COMMON = frozenset("""
 return returns policy shipping delivery contact about faq help terms privacy tickets ticket refund refunds
 size sizes guide care warranty opening hours the a an and of for in on at to our your with
