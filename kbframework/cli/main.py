@@ -510,6 +510,21 @@ def eval_retrieval(dataset, methods, now, no_filters, no_rewrite, keep, as_json)
     click.echo(format_retrieval_report(rep))
 
 
+@eval_group.command("gate")
+@click.option("--questions", type=click.Path(), default=None,
+              help="A gate set (JSON: answerable [{q, expect}], unanswerable [question]); default: the demo's.")
+@click.option("--json", "as_json", is_flag=True)
+def eval_gate(questions, as_json):
+    """The answerability gate's two rates on the demo knowledge (a scratch organization)."""
+    from kbframework.retrieval.evaluation import DEMO_GATE_QUESTIONS, format_gate_report, run_gate_eval
+
+    rep = run_gate_eval(questions or DEMO_GATE_QUESTIONS, log=lambda m: click.echo(m, err=True))
+    if as_json:
+        click.echo(json.dumps(rep, indent=2, default=str))
+        return
+    click.echo(format_gate_report(rep))
+
+
 @eval_group.command("temporal")
 @click.option("--cases", required=True, type=click.Path(dir_okay=False),
               help="JSON list of {query, now, timezone, expect_start, expect_end}")

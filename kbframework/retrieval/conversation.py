@@ -179,6 +179,11 @@ lid lids spare spares fit fits capacity dimension dimensions material materials 
 information code accessible accessibility wheelchair lineup line-up duration long entry cover free
 rating review reviews battery model models option options variant variants one ones more else
 """.split())
+# what a shown document itself holds: a question about only these is about the shown document
+SHOWN_FACTS = frozenset("""
+price prices cost costs much link links url website page stock available availability ticket tickets booking
+date dates time times when start starts doors
+""".split())
 _WORDS = re.compile(r"[\w'’-]+", re.U)
 _FRAME = re.compile(r"^\s*(?:what(?:'s|’s|\s+is|\s+are)?\s+(?:on|happening|going\s+on|playing|showing)|"
                     r"what\s+(?:events|shows|gigs|concerts|parties)|any(?:thing)?\s+(?:on|happening)|"
@@ -291,7 +296,9 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
     elif pronoun and len(words) <= 14 and not (frame and subject and len(subject) >= 2 and not link):
         t.kind, t.reason = FOLLOW_UP, "a pronoun refers back ('" + _PRONOUN.search(
             _IS_THERE.sub(" ", question)).group(0) + "')"
-        t.refers_back = True
+        # about the shown document ("does it have subtitles?", "how do I get there?"), unless it
+        # asks for another one that goes with it ("what fuel does it need?", "a women's version?")
+        t.refers_back = link or not _ANOTHER.search(question)
     elif link and not subject:
         t.kind, t.reason = FOLLOW_UP, "asks for the link of what was shown"
         t.refers_back = True
@@ -299,7 +306,7 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
         t.kind, t.reason = FOLLOW_UP, "an ellipsis: only constraints, the subject comes from before"
     elif not subject and len(words) <= 8 and _asks_attribute(question):
         t.kind, t.reason = FOLLOW_UP, "asks about a detail of what was shown, without its own subject"
-        t.refers_back = True
+        t.refers_back = _asks_shown_fact(question, subject)
     elif not subject and len(words) <= 3:
         t.kind, t.reason = FOLLOW_UP, "a short fragment without its own subject"
     elif subject:
@@ -310,6 +317,18 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
     else:
         t.kind, t.reason = TOPIC_SHIFT, "nothing points back to the previous turn"
     return t
+
+
+_ANOTHER = re.compile(r"\b(?:versions?|another|other|others|alternatives?|instead|fits?|compatible|needs?|"
+                      r"goes\s+with|go\s+with|spares?|refills?)\b", re.I)
+
+
+def _asks_shown_fact(question: str, subject: list[str]) -> bool:
+    """"How much is it?", "is it in stock?", "when does it start?": a fact the shown document
+    itself holds (so it goes first), unlike "what fuel does it need?" or "is there a women's
+    version?", which ask for another document."""
+    asked = {w.strip("?.!,'’").lower() for w in question.split()} & ATTRIBUTE_NOUNS
+    return not subject and bool(asked & SHOWN_FACTS) and not (asked - SHOWN_FACTS - {"one", "ones", "more"})
 
 
 def _asks_attribute(question: str) -> bool:

@@ -449,3 +449,91 @@ def format_temporal_report(rep: dict) -> str:
         lines.append(f"FAIL {r['query']!r}: expected {exp}, got {got}")
     lines.append(f"{rep['passed']} of {rep['cases']} cases pass")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the answerability gate
+
+DEMO_GATE_QUESTIONS = Path(__file__).resolve().parent.parent / "demo" / "gate_questions.json"
+
+
+def load_demo(now: datetime, log=print) -> str:
+    """A scratch organization holding the demo knowledge, through the normal pipeline."""
+    from kbframework.db import session_scope
+    from kbframework.demo import DATA, _event_times
+    from kbframework.orgs.accounts import create_org, ensure_source
+    from kbframework.sources import documents as docs
+    from kbframework.sources.apply import apply_draft
+    from kbframework.types import DocumentDraft
+
+    data = json.loads(Path(DATA).read_text(encoding="utf-8"))
+    tz = data["organization"]["timezone"]
+    with session_scope() as s:
+        org = create_org(s, "Evaluation demo", tz, f"eval-demo-{uuid.uuid4().hex[:10]}")
+        src = ensure_source(s, org.id, "manual", "Demo knowledge")
+        ids = []
+        for i, d in enumerate(data["documents"]):
+            start = end = None
+            if d.get("when"):
+                start, end = _event_times(d["when"], tz, now)
+            draft = DocumentDraft(title=d["title"], normalized_content=d["body"], raw_content=d["body"], type="manual",
+                                  document_role=d["role"], external_id=f"demo-{i}", tags=d.get("tags", []),
+                                  source_url=d.get("source_url"), metadata=d.get("metadata", {}),
+                                  event_start=start, event_end=end, venue=d.get("venue"), city=d.get("city"))
+            doc, _ = apply_draft(s, src, draft, force=True)
+            ids.append(doc.id)
+        org_id = str(org.id)
+    docs.queue_ingest(ids, inline=True)
+    log(f"loaded the demo knowledge ({len(ids)} documents) into a scratch organization")
+    return org_id
+
+
+def run_gate_eval(path=DEMO_GATE_QUESTIONS, *, org_id: str | None = None, now: datetime | None = None,
+                  log=print) -> dict:
+    """Ask every question of a gate set through ``answer()`` (offline answerer, no LLM): how many
+    answerable ones fall back (they should not) and how many unanswerable ones do (they should)."""
+    from kbframework.retrieval.answer import answer
+
+    p = Path(path)
+    if not p.exists():
+        raise KBError(f"No such file: {p}")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise KBError(f"{p} is not JSON: {exc}")
+    if not isinstance(data.get("answerable"), list) or not isinstance(data.get("unanswerable"), list):
+        raise KBError("The gate set needs 'answerable' ([{q, expect}]) and 'unanswerable' ([question]) lists.")
+    now = now or datetime.now(timezone.utc)
+    own = org_id is None
+    org_id = org_id or load_demo(now, log)
+    rows = []
+    try:
+        for item in data["answerable"]:
+            res = answer(org_id, item["q"], mode="search", channel="cli", now=now)
+            titles = [s["document_title"] for s in res["sources"]]
+            rows.append({"q": item["q"], "answerable": True, "fell_back": res["debug"]["reason"] is not None,
+                         "expected_first": bool(titles) and titles[0] == item.get("expect"),
+                         "expected_cited": item.get("expect") in titles,
+                         "score": (res["debug"].get("gate") or {}).get("score")})
+        for q in data["unanswerable"]:
+            res = answer(org_id, q, mode="search", channel="cli", now=now)
+            rows.append({"q": q, "answerable": False, "fell_back": res["debug"]["reason"] is not None,
+                         "score": (res["debug"].get("gate") or {}).get("score")})
+    finally:
+        if own:
+            drop_org(org_id)
+    ans = [r for r in rows if r["answerable"]]
+    un = [r for r in rows if not r["answerable"]]
+    return {"questions": str(p), "answerable": len(ans), "answerable_fell_back": sum(r["fell_back"] for r in ans),
+            "answerable_expected_cited": sum(r["expected_cited"] for r in ans),
+            "unanswerable": len(un), "unanswerable_fell_back": sum(r["fell_back"] for r in un), "rows": rows}
+
+
+def format_gate_report(rep: dict) -> str:
+    lines = [f"{r['q']!r}: {'fell back' if r['fell_back'] else 'answered'} (score {r['score']})"
+             for r in rep["rows"] if r["fell_back"] == r["answerable"]]
+    lines.append(f"answerable: {rep['answerable_fell_back']} of {rep['answerable']} fall back "
+                 f"({_pct(rep['answerable_fell_back'], rep['answerable'])}; target ≤ 5%), the expected document is "
+                 f"cited for {rep['answerable_expected_cited']}")
+    lines.append(f"unanswerable: {rep['unanswerable_fell_back']} of {rep['unanswerable']} fall back "
+                 f"({_pct(rep['unanswerable_fell_back'], rep['unanswerable'])}; target ≥ 90%)")
+    return "\n".join(lines)

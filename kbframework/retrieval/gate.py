@@ -66,6 +66,7 @@ suggest best good nice realli anyth someth thing stuff item product event option
 euro eur dollar usd pound gbp buck quid cheap cheaper expens pricier afford
 one two three four five six seven eight nine ten twenti thirti forti fifti sixti seventi eighti nineti
 hundr thousand
+use work come go take make say mean happen let put keep tri see
 now today tonight tomorrow weekend week night even morn afternoon soon later earlier
 """.split()) | frozenset(__import__("kbframework.retrieval.conversation", fromlist=["COLOURS"]).COLOURS)
 
@@ -130,6 +131,24 @@ def synonym_lexemes(session, synonyms: dict | None, lexemes: list[str]) -> dict:
                 if q in lexemes:
                     out.setdefault(q, set()).update(lx.get(y, ()))
     return out
+
+
+def with_synonyms(query: str, synonyms: dict | None) -> str:
+    """The search text with the organization's synonyms of its words added ("vouchers" →
+    "vouchers gift card"), so both searches can find what the organization calls it."""
+    if not synonyms or not isinstance(synonyms, dict):
+        return query
+    from kbframework.retrieval.phrases import tokens
+
+    have = {t for t, _, _ in tokens(query)}
+    extra: list[str] = []
+    for k, vals in synonyms.items():
+        group = [k] + [b for b in (vals if isinstance(vals, list) else [vals]) if isinstance(b, str)]
+        if isinstance(k, str):
+            for word in group:
+                if isinstance(word, str) and {t for t, _, _ in tokens(word)} <= have and tokens(word):
+                    extra += [w for w in group if w != word and w.lower() not in query.lower() and w not in extra]
+    return f"{query} {' '.join(extra)}" if extra else query
 
 
 def passage_lexemes(session, chunk_ids: list[int]) -> dict:

@@ -541,6 +541,7 @@ def extract_filters_step(s, t: Turn):
         t.parts, errors = [], []
     t.pf = merge_parts(t.ctx.org.id, t.now, t.parts)
     t.text_q = search_text(t.query, t.parts)  # the legs search without the date/price/stock phrases
+    t.text_q = gate.with_synonyms(t.text_q, t.ctx.synonyms)
     t.debug["filters"] = {"parts": describe_parts(t.parts), "merged": t.pf.describe(), "errors": errors,
                           "timings_ms": fctx.get("extractor_timings_ms")}
     t.debug["search_text"] = t.text_q
@@ -658,22 +659,28 @@ def listing_step(s, t: Turn):
     return {"documents": len(t.legs["listing"])}
 
 
-def fusion_weights(question: str, preset) -> tuple[dict, str]:
-    """Equal weights, unless the preset tilts a leg or the query is a code (a SKU-shaped query
-    leans on the keyword leg: a vector cannot tell ALT-TH2 from ALT-TH2-FP)."""
+def fusion_weights(question: str, preset, keyword_tiers: list | None = None) -> tuple[dict, str]:
+    """Equal weights, unless the preset tilts a leg or the kind of query does: a SKU-shaped
+    query leans on the keyword leg (a vector cannot tell ALT-TH2 from ALT-TH2-FP); a question
+    whose words no passage holds two of together (a paraphrase: only the keyword leg's loosest
+    tier matched) leans on the vector leg."""
     w = {"vector": 1.0, "keyword": 1.0, "listing": 1.0}
     why = "equal weights"
     if preset is not None and preset.fusion_weights:
         w.update({k: float(v) for k, v in preset.fusion_weights.items()})
         why = f"the preset's weights {preset.fusion_weights}"
+    tiers = {x["tier"]: x["hits"] for x in (keyword_tiers or [])}
     if is_sku_shaped(question):
         w["keyword"], w["vector"] = w["keyword"] * 2.0, w["vector"] * 0.5
         why = "a SKU-shaped query leans on the keyword leg"
+    elif tiers.get("any_term") and not tiers.get("all_terms") and not tiers.get("two_terms"):
+        w["keyword"] = w["keyword"] * 0.5
+        why = "a paraphrase (no passage holds two of its words) leans on the vector leg"
     return w, why
 
 
 def rrf_step(s, t: Turn):
-    t.weights, why = fusion_weights(t.question, t.ctx.preset)
+    t.weights, why = fusion_weights(t.question, t.ctx.preset, (t.debug.get("keyword") or {}).get("tiers"))
     t.fused = rrf(t.legs, weights=t.weights)
     out = {"weights": t.weights, "why": why, "chunks": len(t.fused)}
     if any(v != 1.0 for v in t.weights.values()):  # the equal-weight baseline, to see what the tilt changed
