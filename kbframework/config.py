@@ -34,6 +34,7 @@ def _float(name: str, default: float) -> float:
 class Config:
     data_dir: Path
     database_url: str | None
+    database_read_url: str | None
     redis_url: str | None
     embedding_provider: str
     llm_provider: str
@@ -59,6 +60,7 @@ class Config:
         return cls(
             data_dir=data_dir,
             database_url=_env("DATABASE_URL"),
+            database_read_url=_env("DATABASE_READ_URL"),
             redis_url=_env("REDIS_URL"),
             embedding_provider=_env("KB_EMBEDDING_PROVIDER", "wordllama"),
             llm_provider=_env("KB_LLM_PROVIDER", "auto"),

@@ -19,6 +19,24 @@ _factory: sessionmaker | None = None
 _url: str | None = None
 
 
+def _make_engine(url: str, pool_size: int) -> Engine:
+    engine = create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True, future=True)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _rec):  # register the vector type per connection
+        from pgvector.psycopg2 import register_vector
+
+        try:
+            register_vector(dbapi_conn)
+        except Exception:
+            dbapi_conn.rollback()  # before the first migration the extension may not exist yet
+        tenancy.on_connect(dbapi_conn)
+
+    # every transaction carries the organization scope (row-level security)
+    event.listen(engine, "begin", tenancy.on_begin)
+    return engine
+
+
 def init_engine(url: str, *, pool_size: int = 10) -> Engine:
     global _engine, _factory, _url
     with _lock:
@@ -26,24 +44,118 @@ def init_engine(url: str, *, pool_size: int = 10) -> Engine:
             return _engine
         if _engine is not None:
             _engine.dispose()
-        _engine = create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True,
-                                future=True)
+        _engine = _make_engine(url, pool_size)
         _factory = sessionmaker(bind=_engine, expire_on_commit=False, future=True)
         _url = url
-
-        @event.listens_for(_engine, "connect")
-        def _on_connect(dbapi_conn, _rec):  # register the vector type per connection
-            from pgvector.psycopg2 import register_vector
-
-            try:
-                register_vector(dbapi_conn)
-            except Exception:
-                dbapi_conn.rollback()  # before the first migration the extension may not exist yet
-            tenancy.on_connect(dbapi_conn)
-
-        # every transaction carries the organization scope (row-level security)
-        event.listen(_engine, "begin", tenancy.on_begin)
         return _engine
+
+
+# --------------------------------------------------------------------------- read replica
+
+_read_engine: Engine | None = None
+_read_url: str | None = None
+
+
+def read_url() -> str | None:
+    """``DATABASE_READ_URL`` (a streaming replica), normalised; None when reads go to the primary."""
+    from kbframework.config import get_config
+
+    url = get_config().database_read_url
+    if not url:
+        return None
+    from kbframework.embedded.services import normalize_db_url
+
+    return normalize_db_url(url)
+
+
+def get_read_engine() -> Engine:
+    """The engine retrieval reads from: the replica when ``DATABASE_READ_URL`` is set, else
+    the primary. Writes never go here."""
+    global _read_engine, _read_url
+    url = read_url()
+    if url is None:
+        return get_engine()
+    with _lock:
+        if _read_engine is None or _read_url != url:
+            if _read_engine is not None:
+                _read_engine.dispose()
+            _read_engine = _make_engine(url, 10)
+            _read_url = url
+        return _read_engine
+
+
+@contextmanager
+def read_session_scope() -> Iterator[Session]:
+    """A read-only session for the answer path. On a replica it is read-only by nature; when
+    the replica cannot be reached the read falls back to the primary (with a warning in
+    the log) rather than failing the visitor's question."""
+    if read_url() is None:
+        with session_scope() as s:
+            yield s
+        return
+    try:
+        conn = get_read_engine().connect()  # the pool's pre-ping tells a dead replica
+    except OperationalError as exc:
+        import logging
+
+        logging.getLogger(__name__).warning("read replica unreachable, reading from the primary: %s",
+                                            str(exc.orig).strip())
+        with session_scope() as s:
+            yield s
+        return
+    s = Session(bind=conn, expire_on_commit=False, future=True)
+    try:
+        yield s
+        s.rollback()  # nothing to keep: a replica refuses writes anyway
+    except Exception:
+        s.rollback()
+        raise
+    finally:
+        s.close()
+        conn.close()
+
+
+def _monitor_connect(url: str):
+    """A plain connection as the configured user (not the row-level-security role), for
+    the replication views, which hide their columns from unprivileged roles."""
+    from sqlalchemy.pool import NullPool
+
+    return create_engine(url, poolclass=NullPool, future=True).connect()
+
+
+def replication_status() -> dict:
+    """What an operator asks of a replica: is the read server in recovery, how far behind
+    is it (seconds since the last replayed transaction, bytes of WAL not yet replayed), and
+    the primary's view of its standbys."""
+    out: dict = {"read_url_set": read_url() is not None, "standbys": []}
+    try:
+        get_engine()
+        with _monitor_connect(_url) as conn:
+            rows = conn.execute(text(
+                "SELECT application_name, client_addr::text, state, sync_state, "
+                "EXTRACT(EPOCH FROM replay_lag) AS replay_lag_s, "
+                "pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) AS bytes_behind "
+                "FROM pg_stat_replication")).mappings().all()
+            out["standbys"] = [{k: (float(v) if k in ("replay_lag_s", "bytes_behind") and v is not None else v)
+                                for k, v in r.items()} for r in rows]
+    except OperationalError as exc:
+        out["primary_error"] = str(exc.orig).strip()
+    if out["read_url_set"]:
+        try:
+            with _monitor_connect(read_url()) as conn:
+                r = conn.execute(text(
+                    "SELECT pg_is_in_recovery() AS in_recovery, "
+                    "CASE WHEN pg_is_in_recovery() THEN EXTRACT(EPOCH FROM now() - "
+                    "pg_last_xact_replay_timestamp()) END AS lag_s, "
+                    "CASE WHEN pg_is_in_recovery() THEN pg_wal_lsn_diff(pg_last_wal_receive_lsn(), "
+                    "pg_last_wal_replay_lsn()) END AS replay_backlog_bytes")).mappings().one()
+                out["read"] = {"in_recovery": r["in_recovery"],
+                               "lag_s": float(r["lag_s"]) if r["lag_s"] is not None else None,
+                               "replay_backlog_bytes": float(r["replay_backlog_bytes"])
+                               if r["replay_backlog_bytes"] is not None else None}
+        except OperationalError as exc:
+            out["read"] = {"error": str(exc.orig).strip()}
+    return out
 
 
 _fast: Engine | None = None
@@ -127,10 +239,10 @@ def check_database() -> None:
 
 
 def dispose() -> None:
-    global _engine, _factory, _url, _fast
+    global _engine, _factory, _url, _fast, _read_engine, _read_url
     with _lock:
-        if _engine is not None:
-            _engine.dispose()
-        if _fast is not None:
-            _fast.dispose()
+        for engine in (_engine, _fast, _read_engine):
+            if engine is not None:
+                engine.dispose()
         _engine = _factory = _url = _fast = None
+        _read_engine = _read_url = None

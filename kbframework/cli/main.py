@@ -139,6 +139,8 @@ def services_status(as_json):
     if as_json:
         return out_json(st)
     for name, info in st.items():
+        if name == "replication":
+            continue
         if not info["embedded"]:
             click.echo(f"{name}: external ({'DATABASE_URL' if name == 'postgres' else 'REDIS_URL'} is set)")
         else:
@@ -150,8 +152,48 @@ def services_status(as_json):
                 if info["major"] != binary_major():
                     line += " - run `kbf services upgrade`"
             click.echo(line)
-    if not all(i["running"] for i in st.values() if i["embedded"]):
+    rep = st.get("replication") or {}
+    for sb in rep.get("standbys", []):
+        lag = sb.get("replay_lag_s")
+        click.echo(f"standby {sb.get('application_name') or '?'}: {sb.get('state')}, replay lag "
+                   f"{'%.3f s' % lag if lag is not None else '0 s'}, "
+                   f"{int(sb.get('bytes_behind') or 0)} bytes behind")
+    read = rep.get("read")
+    if read is not None:
+        if "error" in read:
+            click.echo(f"read replica (DATABASE_READ_URL): unreachable - {read['error']}")
+        elif not read["in_recovery"]:
+            click.echo("read replica (DATABASE_READ_URL): not a standby (it is a primary)")
+        else:
+            lag = read["lag_s"]
+            click.echo(f"read replica (DATABASE_READ_URL): in recovery, last replayed transaction "
+                       f"{'%.1f s ago' % lag if lag is not None else 'none yet'}, "
+                       f"{int(read['replay_backlog_bytes'] or 0)} bytes received but not replayed")
+    if not all(i["running"] for i in st.values() if isinstance(i, dict) and i.get("embedded")):
         sys.exit(1)
+
+
+@services.group("standby")
+def services_standby():
+    """A hot standby of the embedded PostgreSQL, for DATABASE_READ_URL."""
+
+
+@services_standby.command("start")
+def services_standby_start():
+    """Clone the embedded primary (first time) and start it as a streaming hot standby."""
+    from kbframework.embedded.standby import start_standby
+
+    url = start_standby()
+    click.echo(f"standby: running, streaming from the embedded primary")
+    click.echo(f"export DATABASE_READ_URL='{url.replace('postgresql+psycopg2://', 'postgresql://')}'")
+
+
+@services_standby.command("stop")
+@click.option("--remove", is_flag=True, help="also delete the standby's data folder")
+def services_standby_stop(remove):
+    from kbframework.embedded.standby import stop_standby
+
+    click.echo(f"standby: {'stopped' if stop_standby(remove=remove) else 'was not running'}")
 
 
 @services.command("env")

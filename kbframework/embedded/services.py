@@ -32,13 +32,22 @@ def normalize_db_url(url: str) -> str:
 
 def status(cfg: Config | None = None) -> dict:
     cfg = cfg or get_config()
-    return {
+    out = {
         "postgres": {"embedded": cfg.database_url is None, "running": postgres_running(cfg)
                      if cfg.database_url is None else None, "dir": str(pg_dir(cfg)),
                      "major": data_major(pg_dir(cfg)) if cfg.database_url is None else None},
         "redis": {"embedded": cfg.redis_url is None, "running": redis_running(cfg)
                   if cfg.redis_url is None else None, "socket": str(redis_socket(cfg))},
     }
+    from kbframework.embedded.standby import standby_dir, standby_running
+
+    if cfg.database_url is None and (standby_dir(cfg) / "PG_VERSION").exists():
+        out["standby"] = {"embedded": True, "running": standby_running(cfg), "dir": str(standby_dir(cfg))}
+    if cfg.database_url is not None or out["postgres"]["running"]:
+        from kbframework.db import replication_status
+
+        out["replication"] = replication_status()
+    return out
 
 
 def wipe(cfg: Config) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from kbframework.config import get_config
-from kbframework.db import session_scope
+from kbframework.db import read_session_scope, read_url, session_scope
 from kbframework.errors import ValidationFailed
 from kbframework.models import ChatLog
 from kbframework.retrieval.steps import (  # noqa: F401  (the names callers have always imported from here)
@@ -37,7 +37,12 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
              assistant_key_id=assistant_key_id, session_id=session_id, now=now or datetime.now(timezone.utc),
              on_token=on_token)
     with session_scope() as s:
-        run_steps(s, t)
+        if read_url() is None:
+            run_steps(s, t)
+        else:  # retrieval reads from the replica; everything written goes to the primary (s)
+            t.writer = s
+            with read_session_scope() as r:
+                run_steps(r, t)
         if t.done:  # the budget stop answered
             return t.result
         t.debug["reason"] = t.result.get("reason")

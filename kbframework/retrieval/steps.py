@@ -41,7 +41,7 @@ from typing import Callable, Optional
 from sqlalchemy import select, text
 
 from kbframework.hooks import registry
-from kbframework.db import session_scope
+from kbframework.db import read_session_scope, session_scope
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
@@ -407,7 +407,7 @@ _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbf-keyword")
 
 def _keyword_leg(pf, text_q, k: int = KEYWORD_K):
     t0 = time.perf_counter()
-    with session_scope() as s2:
+    with read_session_scope() as s2:
         hits, dbg = keyword_search(s2, pf, text_q, k=k)
     return hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
 
@@ -436,6 +436,9 @@ class Turn:
     use_filters: bool = True
     retrieval_only: bool = False
     trace: Trace = field(default_factory=Trace)
+    # the primary's session when the steps read from a replica: the chat log, the budget
+    # stop and the session's own history (which must include the turn just written) use it
+    writer: object = None
     ctx: "OrgContext | None" = None
     hist: list = field(default_factory=list)
     vocab: dict = field(default_factory=dict)
@@ -482,7 +485,7 @@ def budget_step(s, t: Turn):
     stop = _budget_stop(t.ctx.org.id)
     if stop is None:
         return {"blocked": False}
-    t.result = _log_budget_stop(s, t.ctx, t.question, t.channel, t.user_id, t.assistant_key_id, t.session_id, stop)
+    t.result = _log_budget_stop(t.writer or s, t.ctx, t.question, t.channel, t.user_id, t.assistant_key_id, t.session_id, stop)
     t.done = True
     return {"blocked": True, "budget": stop}
 
@@ -492,7 +495,7 @@ def conversation_step(s, t: Turn):
     t.hist = conversation.clean_history(t.history, ctx.history_window)
     source = "the client's history" if t.hist else None
     if not t.hist and t.session_id:  # the conversation of this chat session, from its log
-        t.hist = conversation.session_history(s, ctx.org.id, t.session_id, ctx.history_window)
+        t.hist = conversation.session_history(t.writer or s, ctx.org.id, t.session_id, ctx.history_window)
         source = "the session's log" if t.hist else None
     t.vocab = _vocabulary(s, ctx.org.id)
     t.kind = conversation.classify(t.question, t.hist, t.vocab)
@@ -845,8 +848,9 @@ def log_step(s, t: Turn):
                  "boosted": f.get("boosted_score"), "ranks": f["ranks"]} for f in t.boosted[:20]],
         retrieval_debug=None, prompt=t.debug.get("prompt"), model=r.get("model"), tokens_in=r["tokens"][0],
         tokens_out=r["tokens"][1], zero_result=r["zero_result"], reason=r.get("reason"), flags=flags)
-    s.add(t.chat_log)
-    s.flush()
+    w = t.writer or s
+    w.add(t.chat_log)
+    w.flush()
     return {"chat_log_id": str(t.message_id), "zero_result": r["zero_result"], "flags": flags}
 
 
