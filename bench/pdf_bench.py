@@ -42,14 +42,14 @@ def make_pdf(pages: int = 200) -> bytes:
 def run(pages: int = 200) -> dict:
     from kbframework.orgs.accounts import create_org
     from kbframework.db import session_scope
-    from kbframework_pdf.service import upload
+    from kbframework.sources.uploads import upload
 
     data = make_pdf(pages)
     with session_scope() as s:
         org = create_org(s, f"PDF bench {time.time()}", "UTC", f"pdf-bench-{int(time.time())}")
         oid = org.id
     t0 = time.perf_counter()
-    doc = upload(oid, data, "bench.pdf", title="Bench manual")
+    doc = upload(oid, "pdf", data, "bench.pdf", title="Bench manual")
     kbf = str(Path(sys.executable).parent / "kbf")
     worker = subprocess.Popen([kbf, "worker", "--burst", "--queues", "ingest"])
     peak = 0.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import Any, Callable, Iterator, Optional
 
 DOCUMENT_ROLES = ("product", "event", "article", "support", "manual")
 
@@ -116,18 +116,27 @@ class Preset:
     fusion_weights: dict = field(default_factory=dict)
 
 
-class EmbeddingProvider(Protocol):
-    """An embedding model. Only ``embed_batch`` does work; the host batches and retries."""
+class EmbeddingProvider:
+    """An embedding model. Subclass it; only ``embed_batch`` does work, the host batches and
+    retries. What the host needs to know about a provider it reads from these attributes,
+    never from its name: ``is_offline`` (runs here, costs nothing, never budget-stopped),
+    ``needs_key`` (an API key must be configured)."""
 
-    name: str  # provider name, e.g. "wordllama"
-    model: str  # model id stored on each chunk, e.g. "wordllama-l2_supercat-256"
-    dim: int
-    batch_size: int
-    needs_key: bool
+    name: str = ""  # provider name, e.g. "wordllama"
+    model: str = ""  # model id stored on each chunk, e.g. "wordllama-l2_supercat-256"
+    dim: int = 0
+    batch_size: int = 64
+    is_offline: bool = False
+    needs_key: bool = False
 
-    def available(self) -> bool: ...
-    def embed_batch(self, texts: list[str]) -> list[list[float]]: ...
-    def count_tokens(self, text: str) -> int: ...
+    def available(self) -> bool:
+        return True
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        raise NotImplementedError
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
 
 
 @dataclass
@@ -140,41 +149,107 @@ class LLMResult:
     note: str = ""
 
 
-class LLMProvider(Protocol):
-    name: str
-    model: str
+class LLMProvider:
+    """A chat model. Subclass it. Its capabilities are attributes, never inferred from its name:
+    ``is_offline`` (runs here, costs nothing, never budget-stopped), ``needs_key``,
+    ``supports_streaming`` (calls ``on_token`` as text arrives), and ``quotes_passages``: it
+    does not write from the prompt but answers by quoting the passages it is given
+    (``complete(..., passages=, question=)``), so it is never asked to rewrite or plan."""
 
-    def available(self) -> bool: ...
+    name: str = ""
+    model: str = ""
+    is_offline: bool = False
+    needs_key: bool = False
+    supports_streaming: bool = False
+    quotes_passages: bool = False
+
+    def available(self) -> bool:
+        return True
+
     def complete(self, messages: list[dict], *, max_tokens: int = 600,
                  temperature: float = 0.2, stream: bool = False,
-                 on_token: Optional[Callable[[str], None]] = None) -> LLMResult: ...
+                 on_token: Optional[Callable[[str], None]] = None) -> LLMResult:
+        raise NotImplementedError
 
 
-class SourceConnector(Protocol):
-    """A source type (woocommerce, wordpress, sitemap, pdf, manual, ...).
+class SourceConnector:
+    """A source type (woocommerce, wordpress, sitemap, pdf, manual, ...). Subclass it.
 
     Connectors yield raw records; ``normalize`` turns one into a DocumentDraft. Network
     errors surface as ``SourceUnavailable`` / ``ConnectorAuthError`` from kbframework.errors.
 
-    Optional: ``record_timestamps = True`` promises that a record's ``source_modified_at``
-    is never older than its draft's; the sync then skips (as stale, §23) records that are
-    not newer than the live document, without normalizing them. During a sync,
-    ``ctx.extra["known_modified"]`` maps external ids of live documents to their stored
-    ``source_modified_at`` and ``ctx.extra["reapply"]`` says every item is re-derived
-    (first sync or a mapping change), so a connector can skip fetching details it would
-    only throw away.
+    Optional features are attributes with defaults; the host (sync, webhooks, the admin)
+    reads them and never asks which connector it is looking at:
+
+    * ``record_timestamps = True`` promises that a record's ``source_modified_at`` is never
+      older than its draft's; the sync then skips records that are not newer than the live
+      document (as stale), without normalizing them. During a sync,
+      ``ctx.extra["known_modified"]`` maps external ids of live documents to their stored
+      ``source_modified_at`` and ``ctx.extra["reapply"]`` says every item is re-derived
+      (first sync or a mapping change), so a connector can skip fetching details it would
+      only throw away.
+    * ``edited_in_admin = True``: documents are written in the admin's knowledge editor;
+      implement ``draft_from_input(data)``.
+    * ``accepts_uploads = True``: documents come from uploaded files (``POST
+      /api/admin/v1/sources/<type>/upload``, ``kbf doc add FILE --type <type>``); the host
+      stores the file and runs the document's lifecycle, the connector implements
+      ``check_upload(data, max_bytes)`` and ``draft_from_file(path, ...)``.
+    * ``mapping_help`` / ``mapping_example``: text and an example for the admin's
+      field-mapping editor.
+    * ``discovers_fields = True``: ``discover(config, ctx, sample)`` says what the remote
+      system offers (``POST /api/admin/v1/sources/<type>/discover``).
+    * ``admin_links``: extra entry points (``{"label", "url"}``) shown on the admin's source page.
+    * ``accepts_webhooks = True``: ``handle_webhook(headers, raw_body, secrets)`` verifies
+      and parses a push; ``registers_webhooks = True``: ``register_webhooks(...)`` creates
+      them on the remote system.
     """
 
-    name: str
-    label: str
-    config_schema: Any  # a marshmallow Schema class
-    secret_fields: tuple[str, ...]
-    supports_sync: bool
+    name: str = ""
+    label: str = ""
+    config_schema: Any = None  # a marshmallow Schema class
+    secret_fields: tuple[str, ...] = ()
+    supports_sync: bool = True
+    record_timestamps: bool = False
+    edited_in_admin: bool = False
+    accepts_uploads: bool = False
+    upload_suffix: str = ""
+    mapping_help: Optional[str] = None
+    mapping_example: Optional[dict] = None
+    discovers_fields: bool = False
+    accepts_webhooks: bool = False
+    registers_webhooks: bool = False
+    admin_links: tuple = ()  # ({"label", "url"}, ...): extra entry points on the admin's source page
 
-    def fetch_all(self, config: dict, ctx: "SyncContext") -> Iterator[RawRecord]: ...
-    def fetch_changed(self, config: dict, since: datetime, ctx: "SyncContext") -> Iterator[RawRecord]: ...
-    def fetch_one(self, config: dict, external_id: str, ctx: "SyncContext") -> Optional[RawRecord]: ...
-    def normalize(self, record: RawRecord, config: dict, ctx: "SyncContext") -> DocumentDraft: ...
+    def fetch_all(self, config: dict, ctx: "SyncContext") -> Iterator[RawRecord]:
+        raise NotImplementedError
+
+    def fetch_changed(self, config: dict, since: datetime, ctx: "SyncContext") -> Iterator[RawRecord]:
+        raise NotImplementedError
+
+    def fetch_one(self, config: dict, external_id: str, ctx: "SyncContext") -> Optional[RawRecord]:
+        raise NotImplementedError
+
+    def normalize(self, record: RawRecord, config: dict, ctx: "SyncContext") -> DocumentDraft:
+        raise NotImplementedError
+
+    def draft_from_input(self, data: dict) -> DocumentDraft:
+        raise NotImplementedError
+
+    def check_upload(self, data: bytes, max_bytes: int) -> None:
+        """Reject a file that is not what this type reads (a ValidationFailed the user sees)."""
+
+    def draft_from_file(self, path, *, title: Optional[str], role: str, external_id: Optional[str],
+                        filename: Optional[str]) -> DocumentDraft:
+        raise NotImplementedError
+
+    def discover(self, config: dict, ctx: "SyncContext", sample: bool = True) -> dict:
+        raise NotImplementedError
+
+    def handle_webhook(self, headers: dict, raw_body: bytes, secrets: dict) -> dict:
+        raise NotImplementedError
+
+    def register_webhooks(self, config: dict, delivery_url: str, secret: Optional[str], ctx: "SyncContext") -> list:
+        raise NotImplementedError
 
 
 @dataclass
@@ -192,8 +267,8 @@ class SyncContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class NothingToFetch:
-    """Mixin for source types whose documents are made here (notes, uploads): there is no
+class NothingToFetch(SourceConnector):
+    """Base for source types whose documents are made here (notes, uploads): there is no
     remote system to fetch from or sync with."""
 
     supports_sync = False

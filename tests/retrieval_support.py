@@ -77,7 +77,7 @@ SUPPORT = [
 
 def seed(org_id, docs: list[dict]) -> dict[str, str]:
     """Index documents through the real pipeline; returns {title: document id}."""
-    from kbframework.sources import documents as D
+    from kbframework.ingest.queue import queue_ingest
     from kbframework.orgs.accounts import ensure_source
     from kbframework.db import session_scope
     from kbframework.sources.apply import apply_draft
@@ -98,7 +98,7 @@ def seed(org_id, docs: list[dict]) -> dict[str, str]:
             doc, _ = apply_draft(s, src, draft, force=True)
             out[d["title"]] = str(doc.id)
             ids.append(doc.id)
-    res = D.queue_ingest(ids, inline=True)
+    res = queue_ingest(ids, inline=True)
     assert all(r.action != "error" for r in res), [r.error for r in res]
     forget_counts(org_id)
     forget_vocabulary(org_id)

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from kbframework import hookimpl
 from kbframework.errors import SourceUnavailable
 from kbframework.testing import login_client
-from kbframework.types import DocumentDraft, RawRecord
+from kbframework.types import DocumentDraft, RawRecord, SourceConnector
 
 PASSWORD = "correct horse battery"
 
@@ -123,12 +123,13 @@ class FakeShopConfig(Schema):
             raise ValidationError(f"unknown mapping section(s): {', '.join(sorted(unknown))}")
 
 
-class FakeShop:
+class FakeShop(SourceConnector):
     name = "fakeshop"
     label = "Fake shop"
     config_schema = FakeShopConfig
     secret_fields = ("consumer_secret", "webhook_secret")
     supports_sync = True
+    accepts_webhooks = True
     fail = False
 
     def fetch_all(self, config, ctx):
@@ -209,17 +210,18 @@ def test_every_page_renders_for_admin_with_security_headers(admin):
 
 def test_each_installed_source_type_has_its_form_and_valid_mapping_examples(admin, kb_app):
     from kbframework.hooks import registry
-    from kbframework.admin.views.sources import MAPPING_EXAMPLES, describe_fields
+    from kbframework.admin.views.sources import describe_fields
 
     for name, connector in registry.source_types().items():
         r = admin.get(f"/admin/sources/new/{name}")
-        if name == "manual":
+        if connector.edited_in_admin:
             assert r.status_code == 302 and r.headers["Location"].endswith("/admin/knowledge/new")
             continue
         assert r.status_code == 200, name
         page = text(r)
         if 'data-upload="' in page:  # an upload-based type (PDF): a file form posting to its upload API
-            assert f"/api/admin/v1/upload/{name}?wait=1" in page and 'type="file"' in page
+            assert connector.accepts_uploads
+            assert f"/api/admin/v1/sources/{name}/upload?wait=1" in page and 'type="file"' in page
             continue
         with kb_app.test_request_context():
             fields_ = describe_fields(connector)
@@ -227,12 +229,11 @@ def test_each_installed_source_type_has_its_form_and_valid_mapping_examples(admi
         for fd in fields_:
             assert f'name="cfg_{fd["name"]}"' in page, (name, fd["name"])
         assert page.count('name="sync_interval_minutes"') <= 1
-    for name, example in MAPPING_EXAMPLES.items():  # the "Insert example" button must insert a valid mapping
-        connector = registry.source_types().get(name)
-        if connector is None:
-            continue
+    with_examples = [c for c in registry.source_types().values() if c.mapping_example]
+    assert {c.name for c in with_examples} >= {"woocommerce", "wordpress"}
+    for connector in with_examples:  # the "Insert example" button must insert a valid mapping
         fld = connector.config_schema().fields["field_mapping"]
-        assert fld.deserialize(example), name
+        assert fld.deserialize(connector.mapping_example), connector.name
 
 
 def test_pages_need_a_login(kb_app, kb_org):

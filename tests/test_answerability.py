@@ -76,7 +76,7 @@ def test_the_settings_api_validates_the_gate_settings(kb_admin):
 
 
 def test_kbf_eval_gate_reports_both_rates(kb_clean, tmp_path):
-    from kbframework.cli import main
+    from kbframework.cli.commands import cli as main
 
     qs = tmp_path / "gate.json"
     qs.write_text(json.dumps({"answerable": [{"q": "how long does delivery take in Serbia?",

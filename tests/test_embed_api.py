@@ -238,7 +238,7 @@ def test_prompt_injection_is_logged_not_blocked(kb_app, kb_org, shop_key):
 
 
 def test_key_rotation_with_grace_period(kb_app, kb_org):
-    from kbframework.cli.main import main
+    from kbframework.cli.commands import cli as main
 
     runner = CliRunner()
     res = runner.invoke(main, ["key", "create", "--org", "test-org", "--origin", SHOP + "/", "--origin",

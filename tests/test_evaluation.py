@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from kbframework.cli.main import main
+from kbframework.cli.commands import cli as main
 from kbframework.db import session_scope
 from kbframework.retrieval.evaluation import mrr_at, ndcg_at, recall_at, reference_now, run_retrieval_eval
 from kbframework.models import Organization

@@ -94,7 +94,7 @@ def test_a_form_post_with_a_nul_is_a_message_on_the_page(kb_admin):
 
 
 def test_the_cli_refuses_bad_characters_with_a_clear_line(kb_services, kb_org, tmp_path):
-    from kbframework.cli import main
+    from kbframework.cli.commands import cli as main
 
     r = CliRunner().invoke(main, ["ask", "--org", kb_org["slug"], "hello \udcff"])
     assert r.exit_code == 2 and "lone surrogate" in r.output

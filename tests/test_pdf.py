@@ -8,12 +8,13 @@ from sqlalchemy import select
 
 from kbframework.db import session_scope
 from kbframework.models import Chunk, Document
+from kbframework.types import EmbeddingProvider
 
 MANUAL = "pdfs/libresolar-mppt-1210-hus-manual.pdf"
 
 
 def upload(admin, data, name="manual.pdf", **form):
-    return admin.post("/api/admin/v1/upload/pdf?wait=1", data={"file": (io.BytesIO(data), name), **form},
+    return admin.post("/api/admin/v1/sources/pdf/upload?wait=1", data={"file": (io.BytesIO(data), name), **form},
                       content_type="multipart/form-data")
 
 
@@ -54,7 +55,7 @@ def test_replace_keeps_old_chunks_until_new_ones_are_in(kb_admin, shared_data, k
     doc = upload(kb_admin, (shared_data / MANUAL).read_bytes(), "mppt.pdf").get_json()
     with session_scope() as s:
         old = s.scalars(select(Chunk.id).where(Chunk.document_id == doc["id"])).all()
-    r = kb_admin.post("/api/admin/v1/upload/pdf", data={
+    r = kb_admin.post("/api/admin/v1/sources/pdf/upload", data={
         "file": (io.BytesIO((shared_data / "pdfs/multicolumn.pdf").read_bytes()), "v2.pdf"),
         "replace_document_id": doc["id"]}, content_type="multipart/form-data")
     assert r.status_code == 200
@@ -94,13 +95,13 @@ def test_cli_add_pdf(kb_services, kb_org, shared_data):
     from pathlib import Path
 
     kbf = str(Path(sys.executable).parent / "kbf")
-    r = subprocess.run([kbf, "doc", "add-pdf", "--org", kb_org["slug"], str(shared_data / MANUAL)],
+    r = subprocess.run([kbf, "doc", "add", "--org", kb_org["slug"], "--type", "pdf", str(shared_data / MANUAL)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "active" in r.stdout and "chunks" in r.stdout
     bad = Path("/tmp/kbf-not-a.pdf")
     bad.write_text("hello")
-    r = subprocess.run([kbf, "doc", "add-pdf", "--org", kb_org["slug"], str(bad)], capture_output=True, text=True)
+    r = subprocess.run([kbf, "doc", "add", "--org", kb_org["slug"], "--type", "pdf", str(bad)], capture_output=True, text=True)
     assert r.returncode != 0 and "error:" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -181,7 +182,7 @@ def test_encrypted_pdf_is_a_clear_document_error(kb_admin):
         assert s.scalars(select(Chunk).where(Chunk.document_id == d["id"])).all() == []
 
 
-class HashEmbedder:
+class HashEmbedder(EmbeddingProvider):
     """A second, deterministic embedding model (bag of hashed words), to switch to."""
 
     name = "hash64"

@@ -21,7 +21,8 @@ import pytest
 from marshmallow import Schema, fields
 
 from kbframework import hookimpl
-from kbframework.types import Card, DocumentDraft, FilterPart, LLMResult, Preset, RawRecord
+from kbframework.types import (Card, DocumentDraft, EmbeddingProvider, FilterPart, LLMProvider, LLMResult, Preset,
+                               RawRecord, SourceConnector)
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "plugins.md"
@@ -138,13 +139,12 @@ class KitConfig(Schema):
     explode = fields.Boolean(load_default=False)
 
 
-class KitConnector:
+class KitConnector(SourceConnector):
     """A connector whose "remote system" is its own config (no network)."""
 
     name = "kit_feed"
     label = "Kit feed"
     config_schema = KitConfig
-    secret_fields: tuple = ()
     supports_sync = True
 
     def fetch_all(self, config, ctx):
@@ -364,7 +364,7 @@ def test_kb_mode_presets_adds_a_mode_and_a_duplicate_name_stops_startup(kb_regis
     assert "'kit'" in exc.value.message and "kit-presets" in exc.value.message
 
 
-class KitLLM:
+class KitLLM(LLMProvider):
     name = "kit-llm"
     model = "kit-1"
 
@@ -378,7 +378,7 @@ class KitLLM:
                          tokens_out=8)
 
 
-class KitEmbedder:
+class KitEmbedder(EmbeddingProvider):
     name = "kit-emb"
     model = "kit-emb-4"
     dim = 4
@@ -585,3 +585,42 @@ def test_the_ics_example_installs_and_passes_its_tests(kb_services, tmp_path):
         res = run_pytest(ICS, service_env(kb_services, tmp_path))
         assert res.returncode == 0 and " passed" in res.stdout and "failed" not in res.stdout, \
             res.stdout[-4000:] + res.stderr[-2000:]
+
+
+def test_kb_register_commands_adds_kbf_commands_and_refuses_a_taken_name(kb_register_plugin):
+    import click
+    from click.testing import CliRunner
+
+    from kbframework.cli.commands import add_plugin_commands, cli
+    from kbframework.errors import StartupError
+
+    class Hello:
+        @hookimpl
+        def kb_register_commands(self, cli):
+            @cli.command("kit-hello")
+            @click.argument("name")
+            def hello(name):
+                """Greet."""
+                click.echo(f"hello {name}")
+
+    kb_register_plugin(Hello(), "kit-hello")
+    group = click.Group("kbf", commands=dict(cli.commands))
+    add_plugin_commands(group)
+    r = CliRunner().invoke(group, ["kit-hello", "Ada"])
+    assert r.exit_code == 0 and r.output == "hello Ada\n"
+    assert "kit-hello" in CliRunner().invoke(group, ["--help"]).output
+    assert "ask" in group.commands and "kit-hello" not in cli.commands
+
+    class Clash:
+        @hookimpl
+        def kb_register_commands(self, cli):
+            @cli.command("ask")
+            def ask():
+                pass
+
+    kb_register_plugin(Clash(), "kit-clash")
+    group = click.Group("kbf", commands=dict(cli.commands))
+    with pytest.raises(StartupError) as exc:
+        add_plugin_commands(group)
+    assert "kit-clash" in exc.value.message and "'ask'" in exc.value.message
+    assert group.commands["ask"] is cli.commands["ask"]  # the host's command stays

@@ -34,7 +34,7 @@ def part(res, field):
 
 
 def test_kbf_filters_shows_every_extractor_and_iso_range(shop):
-    from kbframework.cli.main import main
+    from kbframework.cli.commands import cli as main
 
     r = CliRunner().invoke(main, ["filters", "--org", "test-org", "--now", NOW.isoformat(), "--json",
                                   "techno this weekend under €30"])

@@ -175,7 +175,7 @@ def test_cli_add_sync_webhook_price_and_unpublish(kb_admin, store, live_url, kb_
     disappears from answers."""
     from click.testing import CliRunner
 
-    from kbframework.cli.main import main
+    from kbframework.cli.commands import cli as main
 
     allow_private(kb_admin.org["id"])
     shop_preset(kb_admin)
@@ -510,7 +510,7 @@ def test_register_webhooks_on_the_store(kb_admin, store, live_url, kb_drain):
     # registering again (here from the CLI) re-points the same webhooks instead of adding more
     from click.testing import CliRunner
 
-    from kbframework.cli.main import main
+    from kbframework.cli.commands import cli as main
 
     r = CliRunner().invoke(main, ["source", "register-webhooks", sid, "--base-url", live_url])
     assert r.exit_code == 0 and out["delivery_url"] in r.output and r.output.count("(updated)") == 4, r.output

@@ -486,7 +486,7 @@ def test_config_validation_and_discovery(wp_site, allow_loopback):
     assert r.status_code == 400 and "app_password" in r.get_data(as_text=True)
 
     src = make_source(admin, wp_site)
-    r = admin.post("/api/admin/v1/wordpress/discover", json={"source_id": src["id"]})
+    r = admin.post("/api/admin/v1/sources/wordpress/discover", json={"source_id": src["id"]})
     assert r.status_code == 200, r.get_data(as_text=True)
     found = r.get_json()
     slugs = {t["slug"]: t for t in found["types"]}
@@ -494,7 +494,7 @@ def test_config_validation_and_discovery(wp_site, allow_loopback):
     assert slugs["event"]["default_role"] == "event"
     assert {"acf.event_date", "acf.venue_name", "meta.price", "featured_image"} <= set(found["fields"]["event"])
     assert found["authenticated_as"]
-    r = admin.post("/api/admin/v1/wordpress/discover", json={"config": {"base_url": wp_site.url,
+    r = admin.post("/api/admin/v1/sources/wordpress/discover", json={"config": {"base_url": wp_site.url,
                                                                          "post_types": ["page"]}})
     assert r.status_code == 200 and "content.rendered" in r.get_json()["fields"]["page"]
 

@@ -17,4 +17,4 @@ def dashboard():
         summary = dashboard_summary(s, org())
     types = registry.source_types()
     return render_template("admin_dashboard.html", d=summary,
-                           type_labels={n: getattr(c, "label", n) for n, c in types.items()})
+                           type_labels={n: c.label or n for n, c in types.items()})

@@ -13,6 +13,7 @@ from kbframework.db import session_scope
 from kbframework.errors import ValidationFailed
 from kbframework.hooks import registry
 from kbframework.models import Document, Source
+from kbframework.ingest.queue import queue_ingest
 from kbframework.sources import documents as docs
 from kbframework.web.auth import admin_required
 from kbframework.admin.views.base import back, bp, int_arg, org
@@ -62,7 +63,7 @@ def documents():
     if per_page != 25:
         query["per_page"] = per_page
     return render_template("admin_documents.html", result=result, f=f, facets=facets, query=query,
-                           pdf_upload=upload_url("pdf") and "pdf" in registry.source_types(),
+                           upload_types=[c for c in registry.source_types().values() if c.accepts_uploads],
                            statuses=docs.STATUSES, page_url=lambda p: url_for("admin.documents", **query, page=p),
                            here=request.full_path)
 
@@ -89,13 +90,18 @@ def _split_pages(text: str | None) -> list[str]:
     return (text or "").split("\f")
 
 
+def _edited_in_admin(type_: str | None) -> bool:
+    connector = registry.source_types().get(type_) if type_ else None
+    return bool(connector and connector.edited_in_admin)
+
+
 @bp.get("/documents/<doc_id>")
 @login_required
 def document_detail(doc_id):
     with session_scope() as s:
         d = docs.document_detail(s, org(), doc_id)
     return render_template("admin_document_detail.html", d=d, pages=_split_pages(d.get("normalized_content")),
-                           editable=d.get("source_type") == "manual",
+                           editable=_edited_in_admin(d.get("source_type")),
                            upload=upload_url(d["source_type"]) if d.get("source_type") else None)
 
 
@@ -104,7 +110,7 @@ def document_detail(doc_id):
 def document_reindex(doc_id):
     with session_scope() as s:
         docs.get_document(s, org(), doc_id)
-    results = docs.queue_ingest([doc_id], force=True, inline=True) or []
+    results = queue_ingest([doc_id], force=True, inline=True) or []
     r = results[0] if results else None
     if r is not None and r.action == "error":
         flash(f"Re-indexing failed: {r.error}", "error")
@@ -122,7 +128,7 @@ def document_status(doc_id):
         doc = docs.set_status(s, org(), doc_id, status)
         needs, title = doc.status == "syncing", doc.title
     if needs:
-        docs.queue_ingest([doc_id], inline=True)
+        queue_ingest([doc_id], inline=True)
     flash(f"“{title}” {'disabled: the assistant no longer uses it' if status == 'disabled' else 'enabled'}.", "ok")
     return back("admin.document_detail", doc_id=doc_id)
 
@@ -152,7 +158,7 @@ def document_restore(doc_id):
         doc = docs.restore_document(s, org(), doc_id, until)
         needs, title = doc.status == "syncing", doc.title
     if needs:
-        docs.queue_ingest([doc_id], inline=True)
+        queue_ingest([doc_id], inline=True)
     flash(f"“{title}” restored" + (f" until {until.astimezone(ZoneInfo(g.org_tz)):%d %b %Y}." if until else "."),
           "ok")
     return back("admin.document_detail", doc_id=doc_id)

@@ -12,15 +12,20 @@ from sqlalchemy import func, select
 from kbframework.clock import utcnow
 from kbframework.db import session_scope
 from kbframework.errors import KBError, ValidationFailed
+from kbframework.hooks import registry
 from kbframework.models import Document, Source
 from kbframework.review import feedback as fb_service
+from kbframework.ingest.queue import queue_ingest
 from kbframework.sources import documents as docs
 from kbframework.admin.views.base import bp, field_errors, int_arg, org, require_admin
 from kbframework.admin.views.documents import local_day_end, text_col
 
 
 def _manual_source_ids(s) -> list:
-    return list(s.scalars(select(Source.id).where(Source.organization_id == org(), Source.type == "manual")))
+    editor = registry.editor_source_type()
+    if editor is None:
+        return []
+    return list(s.scalars(select(Source.id).where(Source.organization_id == org(), Source.type == editor.name)))
 
 
 @bp.get("/knowledge")
@@ -101,7 +106,8 @@ def knowledge_edit(doc_id):
     with session_scope() as s:
         d = docs.get_document(s, org(), doc_id)
         src = s.get(Source, d.source_id)
-        if src.type != "manual":
+        editor = registry.editor_source_type()
+        if editor is None or src.type != editor.name:
             flash("Synced documents come from their source and are edited there; you can disable this one "
                   "or add a manual entry that corrects it.", "error")
             return redirect(url_for("admin.document_detail", doc_id=doc_id))
@@ -144,7 +150,7 @@ def _save_manual(doc_id: str | None):
                 fb_service.set_addressed(s, org(), entry["feedback_id"], True)
     except KBError as exc:
         return _editor_error(exc, doc_id, entry)
-    results = docs.queue_ingest([new_id], inline=True) or []  # §10: chunks and embeds at once
+    results = queue_ingest([new_id], inline=True) or []  # §10: chunks and embeds at once
     r = results[0] if results else None
     if r is not None and r.action == "error":
         flash(f"Saved, but indexing failed: {r.error}. Try “Re-index” on the document.", "error")

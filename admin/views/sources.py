@@ -21,13 +21,13 @@ from kbframework.admin.views.base import back, bp, field_errors, opt_int, org, r
 def describe_fields(connector) -> list[dict]:
     """The form for a connector, generated from its marshmallow config schema."""
     base = {f["name"]: f for t in extra_source_types() if t["name"] == connector.name for f in t["fields"]}
-    schema = connector.config_schema() if getattr(connector, "config_schema", None) else None
+    schema = connector.config_schema() if connector.config_schema else None
     out = []
     for name, f in (schema.fields.items() if schema else []):
         if name == "sync_interval_minutes":
             continue  # its own field on every sync-capable source form
         d = dict(base.get(name) or {"name": name, "type": type(f).__name__, "required": f.required,
-                                    "secret": name in getattr(connector, "secret_fields", ()),
+                                    "secret": name in connector.secret_fields,
                                     "default": None, "help": None})
         md = f.metadata or {}
         d["label"] = md.get("label") or _label(name)
@@ -67,15 +67,6 @@ def _label(name: str) -> str:
     return out[:1].upper() + out[1:]
 
 
-MAPPING_HELP = {
-    "woocommerce": "Targets: text, metadata, tags, ignore, column:venue (or city, event_start, event_end, "
-                   "expires_at, primary_image_url, source_url), joined with + like text+tags. Sections: "
-                   "attributes, meta, acf, columns.",
-    "wordpress": "One entry per post type selected above: role, type, text (field paths in order, e.g. "
-                 "title.rendered, acf.*), columns (event_start, venue, city…), metadata, ignore.",
-}
-
-
 def extra_source_types() -> list[dict]:
     from kbframework.sources.config import describe_source_types
 
@@ -84,31 +75,8 @@ def extra_source_types() -> list[dict]:
     return g.source_types
 
 
-MAPPING_EXAMPLES = {
-    "woocommerce": {
-        "attributes": {"Color": "text+tags", "Size": "metadata", "Brand": "text+metadata"},
-        "meta": {"_warranty": "text", "gtin": "metadata"},
-        "acf": {"material": "text"},
-        "columns": {"acf.venue_name": "venue", "acf.city": "city"},
-    },
-    "wordpress": {
-        "post": {"role": "article",
-                 "text": ["title.rendered", "content.rendered", {"path": "acf.venue", "label": "Venue"}],
-                 "columns": {"event_start": "acf.event_date", "venue": "acf.venue"},
-                 "metadata": {"ticket_url": "acf.ticket_url"},
-                 "ignore": ["acf.internal_*"]},
-        "page": {"role": "support"},
-    },
-}
-
-
 def mapping_example(connector) -> str:
-    ex = getattr(connector, "mapping_example", None)
-    if callable(ex):
-        ex = ex()
-    if ex is None:
-        ex = MAPPING_EXAMPLES.get(connector.name, {})
-    return json.dumps(ex, indent=2)
+    return json.dumps(connector.mapping_example or {}, indent=2)
 
 
 def config_from_form(fields: list[dict], form, editing: bool) -> tuple[dict, dict]:
@@ -169,8 +137,9 @@ def _source_rows(s) -> list[dict]:
         d["health"] = source_health(src, run)
         d["last_run"] = run_to_dict(run) if run else None
         connector = registry.source_types().get(src.type)
-        d["label"] = getattr(connector, "label", src.type) if connector else src.type
-        d["supports_sync"] = bool(connector and getattr(connector, "supports_sync", True))
+        d["label"] = connector.label if connector else src.type
+        d["supports_sync"] = bool(connector and connector.supports_sync)
+        d["edited_in_admin"] = bool(connector and connector.edited_in_admin)
         out.append(d)
     return out
 
@@ -185,11 +154,11 @@ def sources():
 
 
 def upload_url(type_: str) -> str | None:
-    """A source type whose documents are uploaded (PDF) has ``POST /api/admin/v1/upload/<type>``."""
-    from flask import current_app
-
-    path = f"/api/admin/v1/upload/{type_}"
-    return path if any(r.rule == path for r in current_app.url_map.iter_rules()) else None
+    """Where a file of this source type is uploaded, when its connector accepts files."""
+    connector = registry.source_types().get(type_)
+    if connector is None or not connector.accepts_uploads:
+        return None
+    return url_for("api_uploads.upload_file", type_=type_)
 
 
 @bp.route("/sources/new/<type_>", methods=["GET", "POST"])
@@ -199,7 +168,7 @@ def source_new(type_):
         raise NotFound(f"There is no “{type_}” source type here. Installed: "
                        f"{', '.join(sorted(registry.source_types())) or 'none'}.")
     connector = registry.source_type(type_)
-    if type_ == "manual":
+    if connector.edited_in_admin:
         return redirect(url_for("admin.knowledge_new"))
     if upload_url(type_) and request.method == "GET":
         return render_template("admin_upload.html", connector=connector, upload_url=upload_url(type_),
@@ -230,7 +199,7 @@ def source_new(type_):
     return render_template("admin_source_form.html", connector=connector, fields=fields, values=values,
                            errors=errors, name=name, interval=interval, src=None,
                            example=mapping_example(connector),
-                           mapping_help=MAPPING_HELP.get(type_)), (400 if errors else 200)
+                           mapping_help=connector.mapping_help), (400 if errors else 200)
 
 
 @bp.route("/sources/<source_id>", methods=["GET", "POST"])
@@ -270,9 +239,10 @@ def source_detail(source_id):
         run = s.scalar(select(SyncRun).where(SyncRun.source_id == src.id).order_by(SyncRun.started_at.desc())
                        .limit(1))
         info["health"] = source_health(src, run)
-        info["label"] = getattr(connector, "label", src.type) if connector else src.type
-        info["supports_sync"] = bool(connector and getattr(connector, "supports_sync", True))
-        info["supports_webhooks"] = bool(connector and hasattr(connector, "handle_webhook"))
+        info["label"] = connector.label if connector else src.type
+        info["supports_sync"] = bool(connector and connector.supports_sync)
+        info["supports_webhooks"] = bool(connector and connector.accepts_webhooks)
+        info["edited_in_admin"] = bool(connector and connector.edited_in_admin)
         runs = s.scalars(select(SyncRun).where(SyncRun.source_id == src.id)
                          .order_by(SyncRun.started_at.desc()).limit(30)).all()
         history = [run_to_dict(r) for r in runs]
@@ -286,7 +256,7 @@ def source_detail(source_id):
                            webhook_url=f"{request.host_url.rstrip('/')}/api/webhooks/v1/{info['type']}/{info['id']}",
                            webhook_secret=webhook_secret,
                            example=mapping_example(connector) if connector else "{}",
-                           mapping_help=MAPPING_HELP.get(info["type"])), (400 if errors else 200)
+                           mapping_help=connector.mapping_help if connector else None), (400 if errors else 200)
 
 
 @bp.post("/sources/<source_id>/sync")
@@ -303,8 +273,8 @@ def source_sync(source_id):
         if src.status == "disabled":
             raise KBError("This source is disabled; enable it first.", code="source_disabled", status=409)
         connector = registry.source_type(src.type)
-        if not getattr(connector, "supports_sync", True):
-            raise ValidationFailed(f"{getattr(connector, 'label', src.type)} has nothing to sync.")
+        if not connector.supports_sync:
+            raise ValidationFailed(f"{connector.label} has nothing to sync.")
         name = src.name
     enqueue("sync", "kbframework.jobs.tasks.sync_source_job", str(source_id), kind)
     flash(f"{'Full' if kind == 'full' else 'Incremental'} sync of “{name}” queued; refresh in a moment "

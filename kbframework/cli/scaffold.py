@@ -131,7 +131,7 @@ CONNECTOR_SCHEMA = '''
 """What an admin types when adding a {{title}} source, validated with marshmallow."""
 from marshmallow import Schema, fields, validate
 
-from kbframework.types import DOCUMENT_ROLES
+from kbframework import DOCUMENT_ROLES
 
 
 class {{camel}}Config(Schema):
@@ -153,9 +153,8 @@ from datetime import datetime
 
 import requests
 
-from kbframework.errors import ConnectorAuthError, SourceUnavailable
-from kbframework.net import BlockedAddress, safe_get
-from kbframework.types import DocumentDraft, RawRecord
+from kbframework import (BlockedAddress, ConnectorAuthError, DocumentDraft, RawRecord, SourceConnector,
+                         SourceUnavailable, safe_get)
 from {{pkg}}.schema import {{camel}}Config
 
 
@@ -168,7 +167,7 @@ def _parse_time(value):
         return None
 
 
-class {{camel}}Connector:
+class {{camel}}Connector(SourceConnector):
     name = "{{snake}}"  # the source type: /api/admin/v1/sources {"type": "{{snake}}"}
     label = "{{title}}"
     config_schema = {{camel}}Config
@@ -317,7 +316,7 @@ def kb_mode_presets():
 PRESET_MAIN = '''
 """The preset: mode, prompt template ({brand} is filled in), retrieval defaults, role boosts
 (highest first: ×1.3, ×1.1, then ×1.0), card types and the fallback text."""
-from kbframework.types import Preset
+from kbframework import Preset
 
 PROMPT = (
     "You are the {{title}} assistant of {brand}. Answer using only the numbered context passages "
@@ -380,7 +379,7 @@ the chat APIs, `kbf ask --mode {{snake}}`) or as the organization's default pres
 EXTRACTOR_INIT = '''
 """{{dist}}: a query filter extractor."""
 from kbframework import hookimpl
-from kbframework.types import FilterPart
+from kbframework import FilterPart
 
 EXTRACTOR = "{{name}}"
 
@@ -436,7 +435,7 @@ CARD_INIT = '''
 """{{dist}}: a card for support documents (firstresult: return None to leave a document
 to the next plugin, in the end the built-in cards)."""
 from kbframework import hookimpl
-from kbframework.types import Card
+from kbframework import Card
 
 BADGE = "{{title}}"
 

@@ -5,8 +5,6 @@ the organization's tags ("red" is a colour filter only in a shop that tags thing
 from __future__ import annotations
 
 from kbframework.hooks.markers import hookimpl
-from kbframework.retrieval.phrases import find_free, find_prices, find_stock, tokens, vocabulary_index
-from kbframework.retrieval.places import find_places
 from kbframework.types import FilterPart
 
 EXTRACTOR = "rules"
@@ -15,6 +13,8 @@ EXTRACTOR = "rules"
 @hookimpl(trylast=True)
 def kb_extract_filters(query, context):
     parts: list[FilterPart] = []
+    from kbframework.retrieval.phrases import find_free, find_prices, find_stock, vocabulary_index
+
     prices = find_prices(query)
     if not any(f.field == "price_max" for f in prices):
         prices += find_free(query)  # "free entry", "no cover": price 0
@@ -38,6 +38,8 @@ def place_parts(query: str, context: dict, vocab: dict, known: list[tuple[int, i
     Art Cafe") becomes that filter; a name the organization's knowledge never mentions
     ("in Porto Calmo") becomes a filter that no event passes, marked ``unknown_place``; a name
     its texts do mention is left to the searches."""
+    from kbframework.retrieval.places import find_places
+
     out: list[FilterPart] = []
     settings = context.get("settings") or {}
     for pl in find_places(query, settings.get("place_names") or ()):
@@ -56,6 +58,8 @@ def place_parts(query: str, context: dict, vocab: dict, known: list[tuple[int, i
 
 
 def _known_place(name: str, vocab: dict):
+    from kbframework.retrieval.phrases import tokens
+
     want = [t for t, _, _ in tokens(name)]
     if not want:
         return None

@@ -8,8 +8,6 @@ import json
 import logging
 import re
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
-
 from kbframework.hooks.markers import hookimpl
 from kbframework.types import FilterPart
 
@@ -30,22 +28,6 @@ CITIES: {cities}
 VENUES: {venues}"""
 
 
-class PlanSchema(Schema):
-    class Meta:
-        unknown = EXCLUDE
-
-    price_min = fields.Float(allow_none=True, validate=validate.Range(min=0, max=10_000_000))
-    price_max = fields.Float(allow_none=True, validate=validate.Range(min=0, max=10_000_000))
-    currency = fields.String(allow_none=True, validate=validate.Length(max=8))
-    categories = fields.List(fields.String(validate=validate.Length(max=200)), allow_none=True,
-                             validate=validate.Length(max=10))
-    tags = fields.List(fields.String(validate=validate.Length(max=200)), allow_none=True,
-                       validate=validate.Length(max=10))
-    in_stock = fields.Boolean(allow_none=True)
-    city = fields.String(allow_none=True, validate=validate.Length(max=200))
-    venue = fields.String(allow_none=True, validate=validate.Length(max=200))
-
-
 def parse_plan(raw: str) -> dict:
     """The model's reply → a validated dict (raises ValueError with a reason)."""
     m = re.search(r"\{.*\}", raw or "", re.S)
@@ -57,6 +39,10 @@ def parse_plan(raw: str) -> dict:
         raise ValueError(f"the planner's JSON does not parse: {exc}")
     if not isinstance(data, dict):
         raise ValueError("the planner's JSON is not an object")
+    from marshmallow import ValidationError
+
+    from kbframework.default_plugins.plan_schema import PlanSchema
+
     try:
         return PlanSchema().load(data)
     except ValidationError as exc:
@@ -93,7 +79,7 @@ def kb_extract_filters(query, context):
     from kbframework.hooks import registry
 
     llm = registry.llm()
-    if llm.name == "extractive" or (context.get("settings") or {}).get("query_planner") is False:
+    if llm.quotes_passages or (context.get("settings") or {}).get("query_planner") is False:
         return []
     vocab = context.get("vocabulary") or {}
     lists = {k: ", ".join(sorted(vocab.get(k) or [])[:MAX_LABELS]) or "(none)"

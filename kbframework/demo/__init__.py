@@ -34,6 +34,7 @@ def _event_times(when: dict, tz: str, now: datetime):
 
 def seed_demo(email: str = "admin@demo.local", password: str | None = None) -> dict:
     from kbframework.sources import documents as docs
+    from kbframework.ingest.queue import queue_ingest
     from kbframework.orgs.keys import create_key, list_keys
     from kbframework.sources.apply import apply_draft
     from kbframework.types import DocumentDraft
@@ -76,6 +77,6 @@ def seed_demo(email: str = "admin@demo.local", password: str | None = None) -> d
         key = keys[0] if keys else create_key(s, org.id, ["http://127.0.0.1:5000", "http://localhost:5000"],
                                               "Demo website")
         org_id, key_value, tz = org.id, key.key, org.timezone
-    results = docs.queue_ingest(ids, inline=True)
+    results = queue_ingest(ids, inline=True)
     return {"org": o["slug"], "tz": tz, "email": email, "password": password, "key": key_value,
             "documents": len(ids), "chunks": sum(r.chunks for r in results), "organization_id": str(org_id)}

@@ -111,9 +111,14 @@ def reset_plugin_manager(pm: pluggy.PluginManager | None = None) -> None:
     global _pm
     with _lock:
         _pm = pm
-    from kbframework.hooks import registry
+        if pm is not None:
+            pm.__dict__.pop("_kb_lookups", None)  # a plugin may have been registered into it
 
-    registry.clear_caches()
+
+def lookup_cache(pm: pluggy.PluginManager) -> dict:
+    """A dict on the manager for lookups derived from its plugins (the registry's), emptied
+    whenever the manager is (re)installed with ``reset_plugin_manager``."""
+    return pm.__dict__.setdefault("_kb_lookups", {})
 
 
 def list_plugins(pm: pluggy.PluginManager | None = None) -> list[dict]:

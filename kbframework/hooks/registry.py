@@ -1,22 +1,37 @@
 """Typed lookups over the plugin manager: source types, presets, providers.
 
-Collected once per process and cached; ``reset_plugin_manager`` clears the caches.
+Collected once per plugin manager and cached on it, so swapping the manager
+(``reset_plugin_manager``) starts with fresh lookups and the manager never calls back here.
 """
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 from kbframework.config import get_config
 from kbframework.errors import KBError, StartupError
-from kbframework.hooks.manager import call_per_plugin, collect_named, get_plugin_manager
+from kbframework.hooks.manager import call_per_plugin, collect_named, get_plugin_manager, lookup_cache
+
+
+def _per_manager(fn: Callable) -> Callable:
+    """Compute ``fn()`` once per plugin manager; the result lives on the manager itself."""
+
+    @functools.wraps(fn)
+    def cached():
+        cache = lookup_cache(get_plugin_manager())
+        if fn.__name__ not in cache:
+            cache[fn.__name__] = fn()
+        return cache[fn.__name__]
+
+    return cached
 
 
 def clear_caches() -> None:
-    for fn in (source_types, presets, embedding_providers, llm_providers, field_mappers):
-        fn.cache_clear()
+    """Collect again from the current manager (after a test registers a plugin into it)."""
+    lookup_cache(get_plugin_manager()).clear()
 
 
-@functools.lru_cache(maxsize=1)
+@_per_manager
 def field_mappers() -> dict:
     """{name: reader(payload, path)} from every ``kb_field_mappers``; a name claimed twice is
     a StartupError naming both plugins. Connectors resolve mapping paths written
@@ -33,48 +48,67 @@ def field_mappers() -> dict:
     return out
 
 
-_NO_READER = object()
+NO_READER = object()
 
 
 def read_mapped_path(payload: dict, path: str):
-    """A ``name:rest`` mapping path read by the plugin reader ``name``; ``_NO_READER`` when the
+    """A ``name:rest`` mapping path read by the plugin reader ``name``; ``NO_READER`` when the
     path has no such prefix (the connector then reads it itself)."""
     name, sep, rest = path.partition(":")
     if not sep or not name.isidentifier():
-        return _NO_READER
+        return NO_READER
     reader = field_mappers().get(name)
     if reader is None:
-        return _NO_READER
+        return NO_READER
     return reader(payload, rest)
 
 
-@functools.lru_cache(maxsize=1)
+@_per_manager
 def source_types() -> dict:
+    """{name: connector}; every connector subclasses ``SourceConnector``, so the host reads its
+    optional features as attributes and never needs to know which connector it is."""
+    from kbframework.types import SourceConnector
+
     pm = get_plugin_manager()
-    return collect_named(pm, call_per_plugin(pm, "kb_source_types"), "source type")
+    results = call_per_plugin(pm, "kb_source_types")
+    for plugin, items in results:
+        for obj in items or []:
+            if not isinstance(obj, SourceConnector):
+                raise StartupError(f"The plugin '{plugin}' returned {type(obj).__name__} from kb_source_types; a "
+                                   f"connector must subclass kbframework.SourceConnector.", code="bad_connector")
+    return collect_named(pm, results, "source type")
 
 
-@functools.lru_cache(maxsize=1)
+@_per_manager
 def presets() -> dict:
     pm = get_plugin_manager()
     return collect_named(pm, call_per_plugin(pm, "kb_mode_presets"), "preset")
 
 
-@functools.lru_cache(maxsize=1)
+@_per_manager
 def embedding_providers() -> list:
-    pm = get_plugin_manager()
-    out = []
-    for _plugin, items in call_per_plugin(pm, "kb_embedding_providers"):
-        out.extend(items or [])
-    return out
+    from kbframework.types import EmbeddingProvider
+
+    return _providers("kb_embedding_providers", EmbeddingProvider)
 
 
-@functools.lru_cache(maxsize=1)
+@_per_manager
 def llm_providers() -> list:
-    pm = get_plugin_manager()
+    from kbframework.types import LLMProvider
+
+    return _providers("kb_llm_providers", LLMProvider)
+
+
+def _providers(hook_name: str, base: type) -> list:
+    """Every provider from ``hook_name``; each subclasses ``base``, so its capabilities
+    (``is_offline``, ``needs_key``, ...) are attributes the host reads."""
     out = []
-    for _plugin, items in call_per_plugin(pm, "kb_llm_providers"):
-        out.extend(items or [])
+    for plugin, items in call_per_plugin(get_plugin_manager(), hook_name):
+        for obj in items or []:
+            if not isinstance(obj, base):
+                raise StartupError(f"The plugin '{plugin}' returned {type(obj).__name__} from {hook_name}; a "
+                                   f"provider must subclass kbframework.{base.__name__}.", code="bad_provider")
+            out.append(obj)
     return out
 
 
@@ -91,6 +125,12 @@ def source_type(name: str):
         raise KBError(f"Unknown source type '{name}'. Installed: {', '.join(sorted(source_types())) or 'none'}.",
                       code="unknown_source_type")
     return st
+
+
+def editor_source_type():
+    """The source type whose documents the admin's knowledge editor writes (``edited_in_admin``),
+    or None when none is installed."""
+    return next((c for c in source_types().values() if c.edited_in_admin), None)
 
 
 def preset(name: str | None):
@@ -124,9 +164,11 @@ def llm(name: str | None = None):
     providers = llm_providers()
     if name == "auto":
         for p in providers:
-            if p.name != "extractive" and p.available():
+            if not p.is_offline and p.available():
                 return p
-        name = "extractive"
+        fallback = fallback_llm()
+        if fallback is not None:
+            return fallback
     for p in providers:
         if p.name == name:
             return p
@@ -134,7 +176,11 @@ def llm(name: str | None = None):
 
 
 def fallback_llm():
-    for p in llm_providers():
-        if p.name == "extractive":
-            return p
-    return None
+    """The offline answerer used when no model is configured or the configured one fails."""
+    return next((p for p in llm_providers() if p.is_offline), None)
+
+
+def offline_provider_names() -> set[str]:
+    """Names of the installed providers that run here and cost nothing (the ledger's rows of
+    these never count against a budget)."""
+    return {p.name for p in [*embedding_providers(), *llm_providers()] if p.is_offline}

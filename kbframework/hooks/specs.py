@@ -76,3 +76,12 @@ def kb_llm_providers():
 @hookspec
 def kb_register_blueprints(app):
     """Register Flask blueprints (webhook receivers, plugin pages); return nothing."""
+
+
+# --------------------------------------------------------------------------- command line
+
+
+@hookspec
+def kb_register_commands(cli):
+    """Add commands to ``kbf`` (a click group): ``@cli.command()`` or ``cli.add_command(...)``;
+    return nothing. Every implementation is called once when ``kbf`` starts."""

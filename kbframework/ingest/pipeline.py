@@ -17,12 +17,12 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import numpy as np
 from psycopg2.extras import execute_values
 from sqlalchemy import delete, select, text, update
 
+from kbframework.clock import utcnow
 from kbframework.hooks import registry
 from kbframework.db import session_scope
 from kbframework.errors import KBError
@@ -35,10 +35,6 @@ from kbframework.types import ChunkDraft, Segment
 log = logging.getLogger("kbframework.ingest")
 
 PAGE_BREAK = "\f"  # paged documents (PDF) keep page boundaries as form feeds in their text
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass
@@ -319,11 +315,11 @@ def _store_traces(results: dict[str, IngestResult]) -> None:
 
 
 def _pause_over_budget(work: list[_Work], results: dict) -> list[_Work]:
-    from kbframework.orgs.budget import OFFLINE_PROVIDERS, blocked
+    from kbframework.orgs.budget import blocked
 
     keep, verdicts = [], {}
     for w in work:
-        if w.provider.name in OFFLINE_PROVIDERS:
+        if w.provider.is_offline:
             keep.append(w)
             continue
         if w.org_id not in verdicts:

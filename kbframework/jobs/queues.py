@@ -33,6 +33,12 @@ def get_redis() -> redis.Redis:
     return _redis
 
 
+def redis_url() -> str:
+    """The URL of the Redis in use (connecting first if needed)."""
+    get_redis()
+    return _url
+
+
 def redis_ok() -> bool:
     try:
         return bool(get_redis().ping())
@@ -41,10 +47,10 @@ def redis_ok() -> bool:
 
 
 def redis_url_for_limits() -> str:
-    get_redis()
-    if _url.startswith("unix://"):
-        return "redis+unix://" + _url[len("unix://"):]
-    return _url
+    url = redis_url()
+    if url.startswith("unix://"):
+        return "redis+unix://" + url[len("unix://"):]
+    return url
 
 
 def queue(name: str) -> Queue:

@@ -25,41 +25,9 @@ def _boot() -> None:
 
 def ingest_documents_job(document_ids: list[str], force: bool = False) -> dict:
     _boot()
-    from kbframework.ingest.pipeline import ingest_documents
-    from kbframework.retrieval.search import forget_counts
+    from kbframework.ingest.queue import ingest_now
 
-    results = ingest_documents(document_ids, force=force)
-    forget_counts()
-    refresh_statistics(sum(r.chunks for r in results if r.action == "indexed"))
-    return {"results": [r.__dict__ for r in results]}
-
-
-ANALYZE_EVERY_CHUNKS = 3000
-
-
-def refresh_statistics(new_chunks: int) -> bool:
-    """After a bulk load the planner's statistics are stale and the pre-filtered searches pick
-    slow plans until autovacuum catches up; every few thousand new chunks we ANALYZE at once."""
-    if new_chunks <= 0:
-        return False
-    try:
-        from sqlalchemy import text
-
-        from kbframework.db import get_engine
-        from kbframework.jobs.queues import get_redis
-
-        r = get_redis()
-        total = r.incrby("kbf:chunks_since_analyze", new_chunks)
-        if total < ANALYZE_EVERY_CHUNKS:
-            return False
-        r.set("kbf:chunks_since_analyze", 0)
-        with get_engine().begin() as conn:
-            conn.execute(text("ANALYZE chunks"))
-            conn.execute(text("ANALYZE documents"))
-        return True
-    except Exception as exc:
-        log.warning("could not refresh planner statistics: %s", exc)
-        return False
+    return {"results": [r.__dict__ for r in ingest_now(document_ids, force=force)]}
 
 
 def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
@@ -122,24 +90,16 @@ def reconcile_due_job() -> dict:
     """Enqueue the reconciliation sync of every source whose interval has passed."""
     _boot()
     from kbframework.jobs.queues import enqueue
-    from kbframework.jobs.worker import due_sources
+    from kbframework.sources.schedule import due_syncs
 
-    from datetime import datetime, timedelta, timezone
-
-    from sqlalchemy import func, select
-
-    from kbframework.db import session_scope
-    from kbframework.models import SyncRun
-
-    ids = due_sources()
-    out = {}
-    day_ago = datetime.now(timezone.utc) - timedelta(hours=24)
-    for source_id in ids:
-        # incremental syncs never see deletions; a full sync a day reconciles them
-        with session_scope() as s:
-            last_full = s.scalar(select(func.max(SyncRun.started_at)).where(
-                SyncRun.source_id == source_id, SyncRun.kind == "full", SyncRun.status.in_(("success", "partial"))))
-        kind = "full" if last_full is None or last_full < day_ago else "incremental"
+    out = due_syncs()
+    for source_id, kind in out.items():
         enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind, job_id=f"reconcile-{source_id}")
-        out[source_id] = kind
     return {"enqueued": out}
+
+
+def read_upload_job(document_id: str) -> dict:
+    _boot()
+    from kbframework.sources.uploads import read_upload
+
+    return read_upload(document_id)

@@ -5,8 +5,6 @@ and retries (one at a time); with ``--with-scheduler`` it also runs our periodic
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
-
 from rq import SimpleWorker
 
 log = logging.getLogger("kbframework.jobs.worker")
@@ -78,19 +76,3 @@ def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:
             if job is not None:
                 q.enqueue_job(job)
     SimpleWorker(qs, connection=r).work(burst=True, logging_level="WARNING")
-
-
-def due_sources(now: datetime | None = None) -> list[str]:
-    from sqlalchemy import select
-
-    from kbframework.db import session_scope
-    from kbframework.models import Source
-
-    now = now or datetime.now(timezone.utc)
-    out = []
-    with session_scope() as s:
-        for src in s.scalars(select(Source).where(Source.status.in_(("active", "error")),
-                                                  Source.sync_interval_minutes.isnot(None))):
-            if src.last_sync_at is None or src.last_sync_at + timedelta(minutes=src.sync_interval_minutes) <= now:
-                out.append(str(src.id))
-    return out

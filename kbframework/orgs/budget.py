@@ -16,12 +16,12 @@ from sqlalchemy import func, select
 
 from kbframework.clock import month_bounds
 from kbframework.db import session_scope
+from kbframework.hooks import registry
 from kbframework.models import Organization, Setting, UsageLedger
 from kbframework.orgs.accounts import as_uuid
 
 log = logging.getLogger("kbframework.orgs.budget")
 
-OFFLINE_PROVIDERS = ("wordllama", "extractive")
 EXCEEDED_TEXT = ("Our assistant has reached its usage limit for this month. Please try again later "
                  "or contact us directly.")
 
@@ -36,7 +36,7 @@ def budget_settings(s, org_id) -> dict:
 def usage_totals(s, org_id, start, end) -> dict:
     row = s.execute(select(
         func.coalesce(func.sum(UsageLedger.tokens_in + UsageLedger.tokens_out).filter(
-            UsageLedger.provider.notin_(OFFLINE_PROVIDERS)), 0),
+            UsageLedger.provider.notin_(registry.offline_provider_names())), 0),
         func.coalesce(func.sum(UsageLedger.tokens_in + UsageLedger.tokens_out), 0),
         func.coalesce(func.sum(UsageLedger.cost_usd), 0)).where(
         UsageLedger.organization_id == org_id, UsageLedger.created_at >= start,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-from kbframework.types import LLMResult
+from kbframework.types import LLMProvider, LLMResult
 
 _WORD = re.compile(r"[a-zA-Z0-9À-ž]{3,}")
 _STOP = set("the and for are was were what which who whom this that these those with from your you our "
@@ -61,9 +61,12 @@ def asks_for_items(question: str) -> bool:
                 or parse_temporal(question, datetime.now(timezone.utc)) is not None)
 
 
-class ExtractiveAnswerer:
+class ExtractiveAnswerer(LLMProvider):
     name = "extractive"
     model = "offline-extractive"
+    is_offline = True
+    supports_streaming = True
+    quotes_passages = True
 
     def available(self) -> bool:
         return True

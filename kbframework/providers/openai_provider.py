@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from kbframework.config import get_config
 from kbframework.errors import EmbeddingError, LLMError
 from kbframework.ingest.tokens import count_tokens
-from kbframework.types import LLMResult
+from kbframework.types import EmbeddingProvider, LLMProvider, LLMResult
 
 
 def _client(timeout: float = 30.0):
@@ -21,7 +21,7 @@ def _client(timeout: float = 30.0):
                          timeout=timeout, max_retries=0)
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(EmbeddingProvider):
     name = "openai"
     batch_size = 256
     needs_key = True
@@ -51,8 +51,10 @@ class OpenAIEmbedder:
         return count_tokens(text)
 
 
-class OpenAIChat:
+class OpenAIChat(LLMProvider):
     name = "openai"
+    needs_key = True
+    supports_streaming = True
 
     def __init__(self):
         self.model = get_config().llm_model

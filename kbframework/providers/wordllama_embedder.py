@@ -9,14 +9,15 @@ import threading
 from pathlib import Path
 
 from kbframework.ingest.tokens import count_tokens
+from kbframework.types import EmbeddingProvider
 
 
-class WordLlamaEmbedder:
+class WordLlamaEmbedder(EmbeddingProvider):
     name = "wordllama"
     model = "wordllama-l2_supercat-256"
     dim = 256
     batch_size = 256
-    needs_key = False
+    is_offline = True
     cost_per_1k_tokens = 0.0
 
     def __init__(self):

@@ -139,7 +139,7 @@ def to_draft(doc: dict, now: datetime):
 
 def load_corpus(ds: Dataset, now: datetime, log=print) -> str:
     """A scratch organization holding the corpus, indexed through the normal pipeline."""
-    from kbframework.sources import documents as docs
+    from kbframework.ingest.queue import queue_ingest
     from kbframework.orgs.accounts import create_org, ensure_source
     from kbframework.db import session_scope
     from kbframework.sources.apply import apply_draft
@@ -153,7 +153,7 @@ def load_corpus(ds: Dataset, now: datetime, log=print) -> str:
             doc, _ = apply_draft(s, src, to_draft(d, now), force=True)
             ids.append(doc.id)
         org_id = str(org.id)
-    results = docs.queue_ingest(ids, inline=True)
+    results = queue_ingest(ids, inline=True)
     failed = [r for r in results if r.action == "error"]
     if failed:
         log(f"warning: {len(failed)} documents failed to index: {failed[0].error}")

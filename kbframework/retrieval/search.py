@@ -19,6 +19,7 @@ from datetime import datetime
 from sqlalchemy import text
 
 from kbframework.config import get_config
+from kbframework.ingest.queue import on_ingested
 
 SERVABLE_STATUSES = ("active", "syncing", "error")  # error/syncing keep their last good chunks
 RRF_K = 60
@@ -186,6 +187,9 @@ def forget_counts(org_id=None) -> None:
             _count_cache.clear()
         else:
             _count_cache.pop(str(org_id), None)
+
+
+on_ingested(forget_counts)  # new chunks make the cached counts stale
 
 
 def index_name(model: str) -> str:

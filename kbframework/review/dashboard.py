@@ -6,6 +6,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 
 from kbframework.clock import iso, utcnow
+from kbframework.hooks import registry
 from kbframework.models import ChatFeedback, ChatLog, Chunk, Document, Source, SyncRun
 from kbframework.orgs.accounts import as_uuid, org_timezone
 from kbframework.review.zero_results import zero_results
@@ -30,6 +31,7 @@ def dashboard_summary(s, oid) -> dict:
                                   SyncRun.started_at >= utcnow() - timedelta(days=14))
                            .order_by(SyncRun.started_at.desc()).limit(10)).all()
     zero = zero_results(s, oid, days=7, limit=5)
+    types = registry.source_types()
     return {
         "timezone": tz,
         "active_sources": count(select(func.count()).select_from(Source).where(
@@ -50,6 +52,7 @@ def dashboard_summary(s, oid) -> dict:
         "sources": [{"id": str(src.id), "name": src.name, "type": src.type, "status": src.status,
                      "last_sync_at": iso(src.last_sync_at), "last_error": src.last_error,
                      "health": source_health(src, last_runs[src.id]),
+                     "supports_sync": bool(types.get(src.type) and types[src.type].supports_sync),
                      "last_run": run_to_dict(last_runs[src.id]) if last_runs[src.id] else None}
                     for src in sources],
         "errors": ([{"kind": "document", "id": str(d.id), "title": d.title,

@@ -6,6 +6,7 @@ from sqlalchemy import and_, exists, func, select
 
 from kbframework.clock import day_start, iso, utcnow
 from kbframework.errors import NotFound, ValidationFailed
+from kbframework.hooks import registry
 from kbframework.models import ChatFeedback, ChatLog, Document, Source
 from kbframework.net import safe_link
 from kbframework.orgs.accounts import as_uuid, org_timezone
@@ -73,13 +74,14 @@ def cited_documents(s, oid, log: ChatLog) -> list[dict]:
     rows = s.execute(select(Document, Source).join(Source, Source.id == Document.source_id).where(
         Document.organization_id == as_uuid(oid), Document.id.in_([as_uuid(i) for i in ids]))).all()
     by_id = {str(d.id): (d, src) for d, src in rows}
+    editor = registry.editor_source_type()
     out = []
     for i in ids:
         if i in by_id:
             d, src = by_id[i]
             out.append({"id": str(d.id), "title": d.title, "status": d.status, "type": d.type,
                         "source_type": src.type, "source_name": src.name, "source_url": safe_link(d.source_url),
-                        "editable": src.type == "manual"})
+                        "editable": editor is not None and src.type == editor.name})
         else:
             out.append({"id": i, "title": "(document deleted)", "status": "deleted", "type": None,
                         "source_type": None, "source_name": None, "source_url": None, "editable": False})

@@ -15,13 +15,14 @@ def providers_info() -> dict:
     try:
         e = registry.embedder()
         out["embedding"] = {"name": e.name, "model": e.model, "dim": getattr(e, "dim", None),
-                            "available": bool(e.available()), "needs_key": bool(getattr(e, "needs_key", False))}
+                            "available": bool(e.available()), "needs_key": e.needs_key, "offline": e.is_offline}
     except KBError as exc:
         out["embedding"] = {"name": None, "error": exc.message, "available": False}
     try:
         llm = registry.llm()
         out["llm"] = {"name": llm.name, "model": llm.model, "available": bool(llm.available()),
-                      "offline": llm.name == "extractive"}
+                      "offline": llm.is_offline, "needs_key": llm.needs_key,
+                      "streaming": llm.supports_streaming}
     except KBError as exc:
         out["llm"] = {"name": None, "error": exc.message, "available": False}
     out["installed"] = {"embedding": [p.name for p in registry.embedding_providers()],
@@ -43,7 +44,7 @@ def check_providers() -> dict:
         llm = registry.llm()
         msgs = [{"role": "system", "content": "Reply with the single word: pong."},
                 {"role": "user", "content": "ping"}]
-        if llm.name == "extractive":
+        if llm.quotes_passages:
             res = llm.complete(msgs, question="ping", passages=[
                 {"n": 1, "title": "ping", "content": "Pong: the offline answerer quotes passages like this one."}])
         else:

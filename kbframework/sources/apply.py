@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 
 from sqlalchemy import delete, select
 
+from kbframework.clock import utcnow
 from kbframework.ingest.pipeline import content_hash
 from kbframework.models import Chunk, Document, Source
 from kbframework.types import DocumentDraft
@@ -21,10 +22,6 @@ log = logging.getLogger("kbframework.sources.apply")
 COLUMN_FIELDS = ("title", "type", "document_role", "source_url", "raw_content", "normalized_content",
                  "source_modified_at", "event_start", "event_end", "venue", "city",
                  "primary_image_url", "tags", "expires_at")
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def find_document(s, source: Source, external_id: str | None) -> Document | None:

@@ -29,15 +29,15 @@ def describe_source_types() -> list[dict]:
         flds = []
         for fname, f in (schema.fields.items() if schema else []):
             flds.append({"name": fname, "type": type(f).__name__, "required": f.required,
-                         "secret": fname in getattr(c, "secret_fields", ()),
+                         "secret": fname in c.secret_fields,
                          "default": None if f.load_default is fields.missing_ else _plain(f.load_default),
                          "help": (f.metadata or {}).get("description")})
-        out.append({"name": name, "label": getattr(c, "label", name), "fields": flds,
-                    "supports_sync": getattr(c, "supports_sync", True),
-                    "supports_webhooks": hasattr(c, "handle_webhook"),
+        out.append({"name": name, "label": c.label or name, "fields": flds,
+                    "supports_sync": c.supports_sync, "supports_webhooks": c.accepts_webhooks,
+                    "edited_in_admin": c.edited_in_admin, "accepts_uploads": c.accepts_uploads,
+                    "discovers_fields": c.discovers_fields,
                     # extra entry points a connector offers on the admin's source page
-                    "links": [{"label": str(a["label"]), "url": str(a["url"])}
-                              for a in getattr(c, "admin_links", ()) or ()]})
+                    "links": [{"label": str(a["label"]), "url": str(a["url"])} for a in c.admin_links]})
     return out
 
 
@@ -58,7 +58,7 @@ def _validate(connector, config: dict, partial: bool = False) -> dict:
 
 
 def _split_secrets(connector, cfg: dict) -> tuple[dict, dict]:
-    secret_names = set(getattr(connector, "secret_fields", ()))
+    secret_names = set(connector.secret_fields)
     plain = {k: v for k, v in cfg.items() if k not in secret_names}
     secret = {k: v for k, v in cfg.items() if k in secret_names and v not in (None, "")}
     return plain, secret
@@ -92,7 +92,7 @@ def create_source(s, org_id, data: dict) -> Source:
         raise ValidationFailed("'config' must be an object.")
     cfg = _validate(connector, data.get("config") or {})
     plain, secret = _split_secrets(connector, cfg)
-    if "webhook_secret" in getattr(connector, "secret_fields", ()) and "webhook_secret" not in secret:
+    if "webhook_secret" in connector.secret_fields and "webhook_secret" not in secret:
         secret["webhook_secret"] = _secrets.token_urlsafe(24)
     cfg_interval = plain.pop("sync_interval_minutes", None)  # a config key of some connectors
     interval = data.get("sync_interval_minutes") or cfg_interval
@@ -166,7 +166,7 @@ def register_webhooks(org_id, source_id, base_url: str) -> dict:
         else:
             src = get_source(s, org_id, source_id)
         connector = registry.source_type(src.type)
-        if not hasattr(connector, "register_webhooks"):
+        if not connector.registers_webhooks:
             raise ValidationFailed(f"{src.type} sources cannot register webhooks on the remote side.")
         config, ctx = source_config(src), sync_context(s, src)
         delivery_url = f"{base}/api/webhooks/v1/{src.type}/{src.id}"

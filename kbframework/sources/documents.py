@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 
 from sqlalchemy import and_, func, or_, select, update
 
+from kbframework.clock import utcnow, iso
 from kbframework.hooks import registry
 from kbframework.orgs.accounts import as_uuid, ensure_source
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.ingest.chunker import page_label
+from kbframework.ingest.queue import ingest_now
 from kbframework.sources.apply import apply_draft
 from kbframework.models import Chunk, Document, Source
 from kbframework.net import safe_link
@@ -24,14 +26,6 @@ from kbframework.types import DOCUMENT_ROLES
 log = logging.getLogger("kbframework.sources.documents")
 
 STATUSES = ("active", "disabled", "syncing", "error", "deleted", "expired", "draft")
-
-
-def utcnow():
-    return datetime.now(timezone.utc)
-
-
-def iso(v):
-    return v.isoformat() if isinstance(v, datetime) else v
 
 
 def doc_to_dict(d: Document, source: Source | None = None, full: bool = False) -> dict:
@@ -106,18 +100,18 @@ def document_detail(s, org_id, doc_id) -> dict:
 
 
 def _manual_connector():
-    try:
-        return registry.source_type("manual")
-    except KBError:
-        raise KBError("The manual knowledge plugin (kbframework-manual) is not installed.",
+    conn = registry.editor_source_type()
+    if conn is None:
+        raise KBError("No installed source type is written in the admin: install the manual knowledge plugin.",
                       code="plugin_missing", status=501)
+    return conn
 
 
 def create_manual(s, org_id, data: dict) -> Document:
     conn = _manual_connector()
     draft = conn.draft_from_input(data)
     draft.external_id = str(uuid.uuid4())
-    source = ensure_source(s, as_uuid(org_id), "manual", "Manual knowledge")
+    source = ensure_source(s, as_uuid(org_id), conn.name, conn.label)
     doc, _ = apply_draft(s, source, draft)
     doc.status = "syncing"
     s.flush()
@@ -128,7 +122,7 @@ def update_manual(s, org_id, doc_id, data: dict) -> Document:
     conn = _manual_connector()
     doc = get_document(s, org_id, doc_id)
     src = s.get(Source, doc.source_id)
-    if src.type != "manual":
+    if src.type != conn.name:
         raise ValidationFailed("Only manual documents can be edited here; synced documents come from their source.")
     merged = {"title": doc.title, "body": doc.normalized_content, "tags": doc.tags or [],
               "role": doc.document_role, "expires_at": iso(doc.expires_at),
@@ -198,25 +192,6 @@ from datetime import timedelta  # noqa: E402
 _NO_END_GRACE = timedelta(hours=12)  # an event without an end expires 12 h after its start
 
 
-def queue_ingest(doc_ids: list, force: bool = False, inline: bool = False):
-    ids = [str(i) for i in doc_ids]
-    if not ids:
-        return None
-    if inline:
-        from kbframework.ingest.pipeline import ingest_documents
-        from kbframework.retrieval.search import forget_counts
-
-        res = ingest_documents(ids, force=force)
-        forget_counts()
-        from kbframework.jobs.tasks import refresh_statistics
-
-        refresh_statistics(sum(r.chunks for r in res if r.action == "indexed"))
-        return res
-    from kbframework.jobs.queues import enqueue
-
-    return enqueue("ingest", "kbframework.jobs.tasks.ingest_documents_job", ids, force)
-
-
 def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = 50,
                 skip_indexed_since: datetime | None = None) -> dict:
     """Re-index an organization's documents: all, only failed ones, or one document.
@@ -240,17 +215,13 @@ def reindex_now(org_id, which: str = "all", document_id: str | None = None, batc
             done = {str(i) for i in s.scalars(select(Document.id).where(
                 *conds, Document.status == "active", Document.last_synced_at >= skip_indexed_since))}
             ids = [i for i in total if i not in done]
-    from kbframework.ingest.pipeline import ingest_documents
-    from kbframework.retrieval.search import forget_counts
-
     counts: dict = {}
     failed: list[dict] = []
     for i in range(0, len(ids), batch):
-        for r in ingest_documents(ids[i:i + batch], force=which in ("all", "document") or bool(document_id)):
+        for r in ingest_now(ids[i:i + batch], force=which in ("all", "document") or bool(document_id)):
             counts[r.action] = counts.get(r.action, 0) + 1
             if r.action == "error":
                 failed.append({"id": r.document_id, "error": r.error})
-        forget_counts(org_id)
     if failed:
         with session_scope() as s:
             titles = dict(s.execute(select(Document.id, Document.title).where(

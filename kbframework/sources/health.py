@@ -22,7 +22,7 @@ def source_health(src: Source, last_run: SyncRun | None) -> dict:
                 "reason": f"The '{src.type}' plugin is not installed."}
     if src.status == "disabled":
         return {"state": "disabled", "label": "disabled", "reason": "Disabled: not synced, documents kept."}
-    if not getattr(connector, "supports_sync", True):
+    if not connector.supports_sync:
         return {"state": "ok", "label": "healthy", "reason": "Edited here; nothing to sync."}
     if src.status == "error" or (last_run is not None and last_run.status == "error"):
         return {"state": "error", "label": "failing", "reason": src.last_error or (last_run.error if last_run else "")}

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
 
 from sqlalchemy import select, update
 
+from kbframework.clock import utcnow
 from kbframework.hooks import registry
 from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound
 from kbframework.hooks.manager import get_plugin_manager
+from kbframework.ingest.queue import queue_ingest
 from kbframework.sources.apply import apply_draft, find_document, purge_document
 from kbframework.models import Document, Organization, Source, SyncRun, WebhookEvent
 from kbframework.security import decrypt_json
@@ -31,26 +32,27 @@ log = logging.getLogger("kbframework.sources.sync")
 BATCH = 50
 
 
-def utcnow():
-    return datetime.now(timezone.utc)
-
-
 def source_config(src: Source) -> dict:
     """The connector's config with its secrets decrypted (never sent back to a browser)."""
     return {**(src.config or {}), **decrypt_json(src.secrets)}
 
 
 def sync_context(s, src: Source) -> SyncContext:
-    org = s.get(Organization, src.organization_id)
+    return org_context(s, src.organization_id, src)
+
+
+def org_context(s, organization_id, src: Source | None = None) -> SyncContext:
+    """What a connector is told about the organization (and the source, once it is saved)."""
+    org = s.get(Organization, as_uuid(organization_id))
     from kbframework.models import Setting
 
-    st = s.scalar(select(Setting).where(Setting.organization_id == src.organization_id))
+    st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
     from kbframework.net import organization_policy
 
     allow = organization_policy((st.extra if st else {}) or {})  # the operator decides, the org narrows
-    return SyncContext(organization_id=str(src.organization_id), timezone=org.timezone,
-                       allow_private_network=allow, source_id=str(src.id),
-                       log=lambda m: log.info("[%s] %s", src.id, m))
+    return SyncContext(organization_id=str(org.id), timezone=org.timezone,
+                       allow_private_network=allow, source_id=str(src.id) if src is not None else None,
+                       log=lambda m: log.info("[%s] %s", src.id if src is not None else org.id, m))
 
 
 def normalize_record(connector, record, config, ctx):
@@ -69,7 +71,7 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
         if src.status == "disabled":
             return {"skipped": "source disabled"}
         connector = registry.source_type(src.type)
-        if not getattr(connector, "supports_sync", True):
+        if not connector.supports_sync:
             return {"skipped": f"{src.type} sources have nothing to sync"}
         if kind == "incremental" and src.watermark is None:
             kind = "full"
@@ -151,7 +153,7 @@ def _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, new
     drafts = []
     # Connectors that promise RawRecord.source_modified_at is never older than their draft's
     # (``record_timestamps=True``) get records that are not newer skipped before normalizing.
-    known = {} if reapply or not getattr(connector, "record_timestamps", False) else \
+    known = {} if reapply or not connector.record_timestamps else \
         (ctx.extra.get("known_modified") or {})
     for record in batch:
         held = known.get(str(record.external_id))
@@ -214,8 +216,6 @@ def _apply_drafts(source_id, drafts, reapply: bool, careful: bool) -> list[tuple
 def _ingest(ids: list[str], inline: bool, stats: dict) -> None:
     if not ids:
         return
-    from kbframework.sources.documents import queue_ingest
-
     stats["embedded_documents"] += len(ids)
     stats.setdefault("_queued", set()).update(ids)
     for i in range(0, len(ids), BATCH):
@@ -323,8 +323,6 @@ def process_webhook(source_id, external_id: str, event: str, payload: dict | Non
                                  external_id, draft.source_modified_at, doc.source_modified_at)
                     ingest = action in ("created", "changed") and doc.status not in ("disabled", "expired")
                 if ingest:
-                    from kbframework.sources.documents import queue_ingest
-
                     queue_ingest([doc_id], inline=True)
     except KBError as exc:
         outcome = "error"

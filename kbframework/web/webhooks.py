@@ -131,7 +131,7 @@ def receive(type_, source_id):
 
     tenancy.set_scope(org_id)  # the rest of the request works for that source's organization
     connector = registry.source_types().get(src_type)
-    if connector is None or not hasattr(connector, "handle_webhook"):
+    if connector is None or not connector.accepts_webhooks:
         raise NotFound("This source type does not take webhooks.")
     raw = request.get_data(cache=True)
     verdict = connector.handle_webhook(dict(request.headers), raw, _secrets(ciphertext))

@@ -11,8 +11,8 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     from kbframework.web.api import (account, chat, dashboard, documents, feedback, jobs, keys, markdown,
-                                     providers, settings, sources, usage)
+                                     providers, settings, sources, uploads, usage)
 
     for module in (account, chat, dashboard, documents, feedback, jobs, keys, markdown, providers, settings,
-                   sources, usage):
+                   sources, uploads, usage):
         app.register_blueprint(module.bp)

@@ -7,6 +7,7 @@ from marshmallow import ValidationError
 
 from kbframework.db import session_scope
 from kbframework.errors import ValidationFailed
+from kbframework.ingest.queue import queue_ingest
 from kbframework.sources import documents as docs
 from kbframework.web.api.common import accepted, blueprint, body, int_arg, org_id
 from kbframework.web.auth import admin_required
@@ -40,7 +41,7 @@ def create_manual():
         doc = docs.create_manual(s, org_id(), data)
         out = docs.doc_to_dict(doc)
         doc_id = doc.id
-    job = docs.queue_ingest([doc_id], inline=request.args.get("wait") == "1")
+    job = queue_ingest([doc_id], inline=request.args.get("wait") == "1")
     with session_scope() as s:
         out = docs.doc_to_dict(docs.get_document(s, org_id(), doc_id))
     return accepted(out, job, 201)
@@ -53,7 +54,7 @@ def update_manual(doc_id):
     with session_scope() as s:
         doc = docs.update_manual(s, org_id(), doc_id, data)
         did = doc.id
-    job = docs.queue_ingest([did], inline=request.args.get("wait") == "1")
+    job = queue_ingest([did], inline=request.args.get("wait") == "1")
     with session_scope() as s:
         return accepted(docs.doc_to_dict(docs.get_document(s, org_id(), did)), job, 200)
 
@@ -64,7 +65,7 @@ def duplicate(doc_id):
     with session_scope() as s:
         doc = docs.duplicate_manual(s, org_id(), doc_id)
         did = doc.id
-    job = docs.queue_ingest([did])
+    job = queue_ingest([did])
     with session_scope() as s:
         return accepted(docs.doc_to_dict(docs.get_document(s, org_id(), did)), job, 201)
 
@@ -78,7 +79,7 @@ def set_status(doc_id):
         needs = doc.status == "syncing"
         out = docs.doc_to_dict(doc)
     if needs:
-        docs.queue_ingest([doc_id])
+        queue_ingest([doc_id])
     return out
 
 
@@ -87,7 +88,7 @@ def set_status(doc_id):
 def reindex(doc_id):
     with session_scope() as s:
         docs.get_document(s, org_id(), doc_id)
-    job = docs.queue_ingest([doc_id], force=True, inline=request.args.get("wait") == "1")
+    job = queue_ingest([doc_id], force=True, inline=request.args.get("wait") == "1")
     out = {"queued": request.args.get("wait") != "1", "job_id": getattr(job, "id", None)}
     return accepted(out, job, 202)
 

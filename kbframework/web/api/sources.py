@@ -57,7 +57,7 @@ def update_source(source_id):
         before = (sources.get_source(s, org_id(), source_id).config or {}).get("field_mapping")
         src = sources.update_source(s, org_id(), source_id, data)
         remap = ((src.config or {}).get("field_mapping") != before and src.status != "disabled"
-                 and getattr(registry.source_types().get(src.type), "supports_sync", False))
+                 and registry.source_type(src.type).supports_sync)
         out = sources.source_to_dict(src, s)
     if remap:  # the mapping decides text and metadata: re-derive every item, re-embed what changed
         from kbframework.jobs.queues import enqueue
@@ -103,3 +103,33 @@ def delete_source(source_id):
     with session_scope() as s:
         s.delete(sources.get_source(s, org_id(), source_id))
     return {"deleted": source_id}
+
+
+@bp.post("/sources/<type_>/discover")
+@admin_required
+def discover(type_):
+    """What the remote system offers (e.g. a WordPress site's post types and field paths), for
+    a saved source (``{"source_id"}``: its settings and secrets) or one being set up
+    (``{"config": {...}}``)."""
+    from marshmallow import ValidationError
+
+    from kbframework.sources.sync import org_context, source_config, sync_context
+
+    connector = registry.source_type(type_)
+    if not connector.discovers_fields:
+        raise ValidationFailed(f"{connector.label or type_} sources have nothing to discover.",
+                               code="discovery_not_supported")
+    data = body()
+    with session_scope() as s:
+        if data.get("source_id"):
+            src = sources.get_source(s, org_id(), data["source_id"])
+            if src.type != type_:
+                raise ValidationFailed(f"That source is not a {connector.label or type_} source.")
+            config, ctx = source_config(src), sync_context(s, src)
+        else:
+            try:
+                config = connector.config_schema().load(data.get("config") or {})
+            except ValidationError as exc:
+                raise ValidationFailed("The source configuration is not valid.", details=exc.messages)
+            ctx = org_context(s, org_id())
+    return connector.discover(config, ctx, sample=bool(data.get("sample", True)))

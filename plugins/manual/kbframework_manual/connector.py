@@ -6,8 +6,8 @@ import re
 import bleach
 from marshmallow import ValidationError
 
-from kbframework.errors import ValidationFailed
-from kbframework.types import DocumentDraft, NothingToFetch
+from kbframework import ValidationFailed
+from kbframework import DocumentDraft, NothingToFetch
 from kbframework_manual.schema import ManualConfig, ManualInput
 
 
@@ -25,7 +25,7 @@ class ManualConnector(NothingToFetch):
     label = "Manual knowledge"
     config_schema = ManualConfig
     input_schema = ManualInput
-    secret_fields: tuple = ()
+    edited_in_admin = True
 
     def draft_from_input(self, data: dict) -> DocumentDraft:
         try:

@@ -1,20 +1,16 @@
-"""The PDF source type: files uploaded by admins, stored by content hash under the data folder.
+"""The PDF source type: files uploaded by admins.
 
-The upload creates the document at once (status ``syncing``); a job extracts the text page by
-page and hands it to the host's ingestion pipeline with form feeds between pages, so every
-chunk knows its page range. A bad file leaves a clear error and changes nothing else.
+The host stores an upload and runs the document's lifecycle; this connector only checks
+that the bytes are a readable PDF and turns the stored file into a draft: the text page by
+page, with form feeds between pages, so every chunk knows its page range.
 """
 from __future__ import annotations
 
-import hashlib
-import uuid
 from pathlib import Path
 
 from marshmallow import Schema
 
-from kbframework.config import get_config
-from kbframework.errors import KBError, ValidationFailed
-from kbframework.types import DocumentDraft, NothingToFetch
+from kbframework import DocumentDraft, KBError, NothingToFetch, ValidationFailed, get_config
 
 from kbframework_pdf.extract import PdfError, check_pdf_bytes, extract_pdf
 
@@ -23,28 +19,6 @@ PAGE_BREAK = "\f"
 
 class PdfConfig(Schema):
     """PDF collections have no settings; the caps are KB_UPLOAD_MAX_BYTES and KB_PDF_MAX_PAGES."""
-
-
-def storage_dir() -> Path:
-    d = get_config().data_dir / "files" / "pdf"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def store_bytes(data: bytes) -> tuple[str, Path]:
-    """Check the bytes are a PDF (by content) within the size cap; store them by hash."""
-    cfg = get_config()
-    try:
-        check_pdf_bytes(data, max_bytes=cfg.upload_max_bytes)
-    except PdfError as exc:
-        raise ValidationFailed(exc.message, code=f"pdf_{exc.code}")
-    digest = hashlib.sha256(data).hexdigest()
-    path = storage_dir() / f"{digest}.pdf"
-    if not path.exists():
-        tmp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    return digest, path
 
 
 def draft_from_file(path: Path, title: str | None, role: str = "support", external_id: str | None = None,
@@ -66,7 +40,17 @@ class PdfConnector(NothingToFetch):
     name = "pdf"
     label = "PDF documents"
     config_schema = PdfConfig
-    secret_fields: tuple = ()
+    accepts_uploads = True
+    upload_suffix = ".pdf"
+
+    def check_upload(self, data: bytes, max_bytes: int) -> None:
+        try:
+            check_pdf_bytes(data, max_bytes=max_bytes)
+        except PdfError as exc:
+            raise ValidationFailed(exc.message, code=f"pdf_{exc.code}")
+
+    def draft_from_file(self, path, *, title, role, external_id, filename) -> DocumentDraft:
+        return draft_from_file(Path(path), title, role, external_id, filename)
 
     def normalize(self, record, config, ctx):
         p = record.payload

@@ -2,9 +2,9 @@
 sitemap.py."""
 from kbframework import hookimpl
 
-from kbframework_sitemap.connector import SitemapConnector
-
 
 @hookimpl
 def kb_source_types():
+    from kbframework_sitemap.connector import SitemapConnector
+
     return [SitemapConnector()]

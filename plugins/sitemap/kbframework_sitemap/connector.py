@@ -30,10 +30,10 @@ from typing import Iterator, Optional
 
 import requests
 
-from kbframework.errors import KBError, SourceUnavailable
-from kbframework.net import BlockedAddress, PerThreadSessions, ResponseTooLarge, SafeSession
-from kbframework.text.html import main_content
-from kbframework.types import DocumentDraft, RawRecord, SyncContext
+from kbframework import KBError, SourceUnavailable
+from kbframework import BlockedAddress, PerThreadSessions, ResponseTooLarge, SafeSession
+from kbframework import main_content
+from kbframework import DocumentDraft, RawRecord, SourceConnector, SyncContext
 from kbframework_sitemap.schema import SitemapConfig
 from kbframework_sitemap.sitemap import SitemapEntry, SitemapError, match_url, parse_lastmod, parse_sitemap
 
@@ -200,11 +200,10 @@ class Crawler:
                                 source_modified_at=entry.lastmod, url=entry.loc)
 
 
-class SitemapConnector:
+class SitemapConnector(SourceConnector):
     name = "sitemap"
     label = "Sitemap (web pages)"
     config_schema = SitemapConfig
-    secret_fields: tuple = ()
     supports_sync = True
 
     def _run(self, config: dict, ctx: SyncContext, since: Optional[datetime]) -> Iterator[RawRecord]:

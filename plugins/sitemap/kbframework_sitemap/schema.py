@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from marshmallow import Schema, ValidationError, fields, validate, validates, validates_schema
 
-from kbframework.types import DOCUMENT_ROLES
+from kbframework import DOCUMENT_ROLES
 from kbframework_sitemap.sitemap import SitemapError, compile_patterns
 
 

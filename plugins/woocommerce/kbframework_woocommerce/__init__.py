@@ -3,9 +3,9 @@
 webhooks.py (signatures)."""
 from kbframework import hookimpl
 
-from kbframework_woocommerce.connector import WooCommerceConnector
-
 
 @hookimpl
 def kb_source_types():
+    from kbframework_woocommerce.connector import WooCommerceConnector
+
     return [WooCommerceConnector()]

@@ -46,8 +46,8 @@ from typing import Any, Iterator, Optional
 
 import requests
 
-from kbframework.errors import ConnectorAuthError, KBError, SourceUnavailable
-from kbframework.types import DocumentDraft, RawRecord, SyncContext
+from kbframework import ConnectorAuthError, KBError, SourceUnavailable
+from kbframework import DocumentDraft, RawRecord, SourceConnector, SyncContext
 from kbframework_woocommerce.normalize import parse_gmt, product_to_draft
 from kbframework_woocommerce.schema import SECRET_FIELDS, WooCommerceConfig
 from kbframework_woocommerce.webhooks import classify_delivery, verify_signature
@@ -99,7 +99,7 @@ class WooClient:
     """A small WooCommerce REST client with retries; one per sync (thread-safe for GETs)."""
 
     def __init__(self, config: dict, ctx: Optional[SyncContext] = None):
-        from kbframework.net import SafeSession
+        from kbframework import SafeSession
 
         self.config = config
         self.base = f"{config['store_url'].rstrip('/')}/wp-json/{(config.get('api_path') or 'wc/v3').strip('/')}"
@@ -285,13 +285,28 @@ def _held(product: dict, ctx: Optional[SyncContext]) -> bool:
     return held is not None and modified is not None and modified <= held
 
 
-class WooCommerceConnector:
+#: the admin's "Insert example" for the field mapping
+MAPPING_EXAMPLE = {
+    "attributes": {"Color": "text+tags", "Size": "metadata", "Brand": "text+metadata"},
+    "meta": {"_warranty": "text", "gtin": "metadata"},
+    "acf": {"material": "text"},
+    "columns": {"acf.venue_name": "venue", "acf.city": "city"},
+}
+
+
+class WooCommerceConnector(SourceConnector):
     name = "woocommerce"
     label = "WooCommerce products"
     config_schema = WooCommerceConfig
     secret_fields = SECRET_FIELDS
     supports_sync = True
     record_timestamps = True  # a record is never older than its draft (see to_record)
+    mapping_help = ("Targets: text, metadata, tags, ignore, column:venue (or city, event_start, event_end, "
+                    "expires_at, primary_image_url, source_url), joined with + like text+tags. Sections: "
+                    "attributes, meta, acf, columns.")
+    mapping_example = MAPPING_EXAMPLE
+    accepts_webhooks = True
+    registers_webhooks = True
     webhook_topics = WEBHOOK_TOPICS
 
     # ------------------------------------------------------------------ fetching

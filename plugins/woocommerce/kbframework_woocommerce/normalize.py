@@ -78,10 +78,10 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from kbframework.types import DocumentDraft
+from kbframework import DocumentDraft
 
 try:  # the shared helper, when the host has it
-    from kbframework.text.html import html_to_text as _shared_html_to_text
+    from kbframework import html_to_text as _shared_html_to_text
 except Exception:  # ImportError, or a module still being written
     _shared_html_to_text = None
 

@@ -21,8 +21,8 @@ from typing import Iterator, Optional
 
 import requests
 
-from kbframework.errors import ConnectorAuthError, KBError, SourceUnavailable
-from kbframework.net import BlockedAddress, PerThreadSessions, ResponseTooLarge, SafeSession
+from kbframework import ConnectorAuthError, KBError, SourceUnavailable
+from kbframework import BlockedAddress, PerThreadSessions, ResponseTooLarge, SafeSession
 from kbframework_wordpress.schema import effective_auth
 
 MAX_RESPONSE_BYTES = 50_000_000

@@ -180,7 +180,7 @@ def exchange():
         else:
             types = list((src.config or {}).get("post_types") or [])
             config["post_types"] = types or wanted
-            src, _ = update_source(s, org_id, src.id, {"config": config, "status": "active"})
+            src = update_source(s, org_id, src.id, {"config": config, "status": "active"})
         source_id, key_value, post_types = str(src.id), key.key, list(src.config.get("post_types") or [])
     from kbframework.jobs.queues import enqueue
 

@@ -20,8 +20,8 @@ import dataclasses
 from datetime import datetime, timedelta, timezone
 from typing import Iterator, Optional
 
-from kbframework.errors import KBError
-from kbframework.types import DocumentDraft, RawRecord, SyncContext
+from kbframework import KBError
+from kbframework import DocumentDraft, RawRecord, SourceConnector, SyncContext
 from kbframework_wordpress import webhook as wh
 from kbframework_wordpress.client import WPClient
 from kbframework_wordpress.mapping import build_draft, effective_mapping, parse_gmt
@@ -51,18 +51,19 @@ MAPPING_EXAMPLE = {
 }
 
 
-class WordPressConnector:
+class WordPressConnector(SourceConnector):
     name = "wordpress"
     label = "WordPress (REST API)"
     config_schema = WordPressConfig
     secret_fields = ("app_password", "bearer_token", "webhook_secret")
     supports_sync = True
+    mapping_help = ("One entry per post type selected above: role, type, text (field paths in order, e.g. "
+                    "title.rendered, acf.*), columns (event_start, venue, city…), metadata, ignore.")
+    mapping_example = MAPPING_EXAMPLE
+    discovers_fields = True
+    accepts_webhooks = True
     #: links the admin's source page shows on this type's card (the host renders them as given)
     admin_links = ({"label": "Connect a WordPress site", "url": "/admin/wordpress/connect"},)
-
-    @staticmethod
-    def mapping_example() -> dict:
-        return MAPPING_EXAMPLE
 
     # ------------------------------------------------------------------ helpers
 

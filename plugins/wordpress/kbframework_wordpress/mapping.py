@@ -26,8 +26,8 @@ from datetime import date, datetime, timezone
 from typing import Any, Optional
 from zoneinfo import ZoneInfo
 
-from kbframework.text.html import html_to_text
-from kbframework.types import DocumentDraft
+from kbframework import html_to_text
+from kbframework import DocumentDraft
 
 EVENT_TYPES = ("event", "events", "tribe_events", "tribe_event", "ajde_events", "mec-events",
                "espresso_events", "em_event", "event_listing")
@@ -184,10 +184,10 @@ def get_path(item: dict, path: str):
     """The value at ``path`` (``None`` when absent). ACF's empty ``[]`` counts as no fields.
     A path written ``name:rest`` is read by the ``kb_field_mappers`` reader ``name``."""
     if ":" in path:
-        from kbframework.hooks.registry import _NO_READER, read_mapped_path
+        from kbframework import NO_READER, read_mapped_path
 
         v = read_mapped_path(item, path)
-        if v is not _NO_READER:
+        if v is not NO_READER:
             return v
     v = _virtual(item, path)
     if v is not _MISSING:

@@ -12,7 +12,7 @@ import re
 
 from marshmallow import Schema, ValidationError, fields, validate, validates, validates_schema
 
-from kbframework.types import DOCUMENT_ROLES
+from kbframework import DOCUMENT_ROLES
 
 # A field path: dot-separated keys of the REST item (``title.rendered``, ``acf.event_date``,
 # ``_embedded.wp:featuredmedia.0.source_url``); the last key may be ``*`` in a text item

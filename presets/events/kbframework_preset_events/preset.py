@@ -2,7 +2,7 @@
 fusion (event > support > article > manual; ×1.3, ×1.1, then ×1.0, never a filter: the support
 pages -- age policy, entry rules -- stay reachable for a policy question), card types and fallback
 text."""
-from kbframework.types import Preset
+from kbframework import Preset
 
 PROMPT = (
     "You are an events concierge for {brand}. Recommend events matching the user's date and "

@@ -1,9 +1,9 @@
 """The "shopping" preset (§9): the shopping assistant preset (mode recommendation) for WooCommerce shops."""
 from kbframework import hookimpl
 
-from kbframework_preset_shopping.preset import PRESET
-
 
 @hookimpl
 def kb_mode_presets():
+    from kbframework_preset_shopping.preset import PRESET
+
     return [PRESET]

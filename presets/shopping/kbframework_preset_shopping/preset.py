@@ -1,7 +1,7 @@
 """The preset itself: mode, prompt template ({brand}), retrieval defaults, role boosts after
 fusion (§19: product > support > article > manual; ×1.3, ×1.1, then ×1.0, never a filter), card types and
 fallback text."""
-from kbframework.types import Preset
+from kbframework import Preset
 
 PROMPT = (
     "You are a shopping assistant for {brand}. Recommend only products present in the provided "

@@ -1,7 +1,7 @@
 """The preset itself: mode, prompt template ({brand}), retrieval defaults, role boosts after
 fusion (§19: support > manual > article; ×1.3, ×1.1, then ×1.0, never a filter), card types and
 fallback text."""
-from kbframework.types import Preset
+from kbframework import Preset
 
 PROMPT = (
     "You are a support agent for {brand}. Answer using the provided documentation only. If the "

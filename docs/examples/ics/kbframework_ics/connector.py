@@ -19,9 +19,9 @@ from zoneinfo import ZoneInfo
 
 import requests
 
-from kbframework.errors import ConnectorAuthError, SourceUnavailable
-from kbframework.net import BlockedAddress, ResponseTooLarge, safe_get
-from kbframework.types import DocumentDraft, RawRecord
+from kbframework import ConnectorAuthError, SourceUnavailable
+from kbframework import BlockedAddress, ResponseTooLarge, safe_get
+from kbframework import DocumentDraft, RawRecord, SourceConnector
 from kbframework_ics.calendar import FeedError, parse_feed
 from kbframework_ics.schema import IcsConfig
 
@@ -50,11 +50,10 @@ def split_location(location: str | None) -> tuple[str | None, str | None]:
     return parts[0], city
 
 
-class IcsConnector:
+class IcsConnector(SourceConnector):
     name = "ics"
     label = "iCalendar feed (.ics)"
     config_schema = IcsConfig
-    secret_fields: tuple = ()
     supports_sync = True
 
     # ------------------------------------------------------------------ fetching

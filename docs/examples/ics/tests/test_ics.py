@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from kbframework.errors import ValidationFailed
+from kbframework import ValidationFailed
 from kbframework_ics.calendar import parse_feed
 
 SAMPLE = (Path(__file__).parent / "programme.ics").read_bytes()

@@ -52,7 +52,7 @@ class KBGroup(click.Group):
 
 
 @click.group(cls=KBGroup)
-def main():
+def cli():
     """kbframework: an organization's knowledge, answered with sources."""
     logging.basicConfig(level=os.environ.get("KB_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -71,7 +71,7 @@ def _org(s, slug):
 # --------------------------------------------------------------------------- services
 
 
-@main.group()
+@cli.group()
 def services():
     """The embedded PostgreSQL + pgvector and Redis."""
 
@@ -212,7 +212,7 @@ def services_env():
 # --------------------------------------------------------------------------- db
 
 
-@main.group()
+@cli.group()
 def db():
     """Database schema (Alembic migrations)."""
 
@@ -245,7 +245,7 @@ def db_downgrade(revision):
 # --------------------------------------------------------------------------- orgs and users
 
 
-@main.group()
+@cli.group()
 def org():
     """Organizations."""
 
@@ -275,7 +275,7 @@ def org_list():
             click.echo(f"{o.slug}\t{o.name}\t{o.timezone}\t{o.id}")
 
 
-@main.group()
+@cli.group()
 def user():
     """Users and memberships."""
 
@@ -298,7 +298,7 @@ def user_create(email, org_slug, role, password):
 # --------------------------------------------------------------------------- documents
 
 
-@main.group()
+@cli.group()
 def doc():
     """Documents (manual notes, PDFs, lifecycle)."""
 
@@ -313,6 +313,7 @@ def doc():
 @click.option("--queue", "use_queue", is_flag=True, help="hand the indexing to a worker instead")
 def doc_add_manual(org_slug, title, body_file, tags, role, expires, use_queue):
     from kbframework.sources import documents as docs
+    from kbframework.ingest.queue import queue_ingest
     from kbframework.db import session_scope
 
     body = sys.stdin.read() if body_file == "-" else _read_text(body_file)
@@ -322,7 +323,7 @@ def doc_add_manual(org_slug, title, body_file, tags, role, expires, use_queue):
     with session_scope() as s:
         d = docs.create_manual(s, _org(s, org_slug).id, data)
         did = d.id
-    res = docs.queue_ingest([did], inline=not use_queue)
+    res = queue_ingest([did], inline=not use_queue)
     if use_queue:
         click.echo(f"document {did} queued for indexing")
     else:
@@ -349,26 +350,25 @@ def _read_text(path: str) -> str:
     return text
 
 
-@doc.command("add-pdf")
+@doc.command("add")
 @click.option("--org", "org_slug", required=True)
 @click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--type", "type_", required=True, help="a source type that accepts files, e.g. pdf")
 @click.option("--title")
 @click.option("--role", default="support", show_default=True)
-@click.option("--replace", "replace_id", help="a PDF document id to replace with this file")
-@click.option("--queue", "use_queue", is_flag=True, help="hand the extraction to a worker instead")
-def doc_add_pdf(org_slug, file, title, role, replace_id, use_queue):
-    try:
-        from kbframework_pdf.service import upload
-    except ImportError:
-        raise KBError("The PDF plugin (kbframework-pdf) is not installed.")
+@click.option("--replace", "replace_id", help="the id of a document of that type to replace with this file")
+@click.option("--queue", "use_queue", is_flag=True, help="hand the reading to a worker instead")
+def doc_add(org_slug, file, type_, title, role, replace_id, use_queue):
+    """Add a file (a PDF manual, ...) as a document of a source type that accepts uploads."""
     from kbframework.db import session_scope
+    from kbframework.sources.uploads import upload
 
     path = Path(file)
     if not path.exists():
         raise KBError(f"No such file: {file}")
     with session_scope() as s:
         oid = _org(s, org_slug).id
-    d = upload(oid, path.read_bytes(), path.name, title=title, role=role, replace_document_id=replace_id,
+    d = upload(oid, type_, path.read_bytes(), path.name, title=title, role=role, replace_document_id=replace_id,
                inline=not use_queue)
     if d["status"] == "error":
         raise KBError(f"document {d['id']} could not be indexed: {d['last_error']}")
@@ -410,6 +410,7 @@ def doc_restore(doc_id, org_slug, until):
     from marshmallow import ValidationError, fields
 
     from kbframework.sources import documents as docs
+
     from kbframework.db import session_scope
 
     try:
@@ -421,7 +422,7 @@ def doc_restore(doc_id, org_slug, until):
         click.echo(f"document {d.id} is {d.status}")
 
 
-@main.command("reindex")
+@cli.command("reindex")
 @click.option("--org", "org_slug", required=True)
 @click.option("--failed", is_flag=True)
 @click.option("--all", "all_", is_flag=True)
@@ -443,7 +444,7 @@ def reindex(org_slug, failed, all_, document):
 # --------------------------------------------------------------------------- answering
 
 
-@main.command("ask")
+@cli.command("ask")
 @click.option("--org", "org_slug", required=True)
 @click.option("--mode")
 @click.option("--json", "as_json", is_flag=True)
@@ -494,7 +495,7 @@ def _parse_now(now):
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
-@main.command("filters")
+@cli.command("filters")
 @click.option("--org", "org_slug", required=True)
 @click.option("--now")
 @click.option("--json", "as_json", is_flag=True)
@@ -525,7 +526,7 @@ def filters_cmd(org_slug, now, as_json, query):
 # --------------------------------------------------------------------------- evaluation
 
 
-@main.group("eval")
+@cli.group("eval")
 def eval_group():
     """Measure retrieval quality and the temporal parser."""
 
@@ -587,7 +588,7 @@ def eval_temporal(cases, as_json):
 # --------------------------------------------------------------------------- keys
 
 
-@main.group()
+@cli.group()
 def key():
     """Public assistant keys for the embed and widget."""
 
@@ -669,7 +670,7 @@ def key_set(key_id, origins, title, color, logo, welcome, placeholder, position,
 # --------------------------------------------------------------------------- sources
 
 
-@main.group()
+@cli.group()
 def source():
     """Sources: WooCommerce, WordPress, sitemaps, PDFs, manual."""
 
@@ -771,7 +772,7 @@ def source_register_webhooks(source_id, base_url):
 # --------------------------------------------------------------------------- plugins
 
 
-@main.command("usage")
+@cli.command("usage")
 @click.option("--org", "org_slug", required=True)
 @click.option("--month", help="YYYY-MM (default: this month in the organization's time zone)")
 @click.option("--json", "as_json", is_flag=True)
@@ -804,7 +805,7 @@ def usage_cmd(org_slug, month, as_json):
             click.echo(f"  {d['day']}  {d['tokens_in'] + d['tokens_out']:>10} tokens  ${d['cost_usd']:.4f}")
 
 
-@main.command("plugins")
+@cli.command("plugins")
 @click.option("--json", "as_json", is_flag=True)
 def plugins_cmd(as_json):
     """List plugins, their versions and the hooks they implement."""
@@ -823,7 +824,7 @@ def plugins_cmd(as_json):
         click.echo(f"{'':<40} hooks: {', '.join(p['hooks']) or '-'}")
 
 
-@main.group("plugin")
+@cli.group("plugin")
 def plugin_group():
     """Write new plugins (the guide: docs/plugins.md)."""
 
@@ -847,7 +848,7 @@ def plugin_new(name, kind, directory, force):
 # --------------------------------------------------------------------------- processes
 
 
-@main.command("worker")
+@cli.command("worker")
 @click.option("--burst", is_flag=True, help="drain the queues and exit")
 @click.option("--with-scheduler", is_flag=True, help="also run the periodic jobs (expiry, reconciliation)")
 @click.option("--queues", default="webhook,ingest,sync,reindex", show_default=True)
@@ -858,7 +859,7 @@ def worker(burst, with_scheduler, queues):
     run_worker([q for q in queues.split(",") if q], burst=burst, with_scheduler=with_scheduler)
 
 
-@main.command("scheduler", hidden=True)
+@cli.command("scheduler", hidden=True)
 def scheduler_cmd():
     """RQ's CronScheduler with our periodic jobs (started by `kbf worker --with-scheduler`)."""
     from kbframework.jobs.worker import run_cron
@@ -866,7 +867,7 @@ def scheduler_cmd():
     run_cron()
 
 
-@main.command("run")
+@cli.command("run")
 @click.option("--host", default=None)
 @click.option("--port", default=None, type=int)
 @click.option("--workers", default=2, show_default=True)
@@ -877,7 +878,7 @@ def run(host, port, workers):
     run_all(host, port, workers)
 
 
-@main.command("demo")
+@cli.command("demo")
 @click.option("--email", default="admin@demo.local", show_default=True)
 @click.option("--password", default=None)
 def demo(email, password):
@@ -895,8 +896,29 @@ def demo(email, password):
 
 from kbframework.cli.jobs import jobs_cmd  # noqa: E402
 
-main.add_command(jobs_cmd)
+cli.add_command(jobs_cmd)
 
 
-if __name__ == "__main__":
-    main()
+def add_plugin_commands(group: click.Group) -> click.Group:
+    """Let every plugin add its commands (``kb_register_commands``); a name that is already
+    taken, or a plugin that raises, stops ``kbf`` with a message naming the plugin."""
+    from kbframework.errors import StartupError
+    from kbframework.hooks.manager import get_plugin_manager
+
+    if getattr(group, "_kb_plugin_commands", False):
+        return group
+    group._kb_plugin_commands = True
+    pm = get_plugin_manager()
+    for impl in reversed(pm.hook.kb_register_commands.get_hookimpls()):
+        before = dict(group.commands)
+        try:
+            impl.function(cli=group)
+        except Exception as exc:  # the edge: a plugin's own registration code
+            raise StartupError(f"The plugin '{impl.plugin_name}' failed in kb_register_commands: "
+                               f"{type(exc).__name__}: {exc}", code="plugin_failed") from exc
+        for name, cmd in before.items():
+            if group.commands.get(name) is not cmd:
+                group.commands[name] = cmd
+                raise StartupError(f"The plugin '{impl.plugin_name}' registers the command '{name}', "
+                                   f"which kbf already has.", code="duplicate_command")
+    return group

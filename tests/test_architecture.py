@@ -1,0 +1,195 @@
+"""The package's shape, checked: imports run one way (no module reaches back into one that
+imports it, however lazily)."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# the folders that make up the host, and the package name each is installed as
+HOST = (("kbframework", "kbframework"), ("admin", "kbframework.admin"))
+
+
+def host_modules() -> dict[str, Path]:
+    out = {}
+    for folder, package in HOST:
+        base = ROOT / folder
+        for path in base.rglob("*.py"):
+            rel = path.relative_to(base)
+            if "migrations" in rel.parts:
+                continue
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def imported_modules(path: Path, module: str, known: dict) -> set[str]:
+    """Every host module ``path`` imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+                for _ in range(node.level - 1):
+                    package = package.rsplit(".", 1)[0]
+                base = package + ("." + node.module if node.module else "")
+            else:
+                base = node.module
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+    return {m for m in found if m in known and m != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = host_modules()
+    return {m: imported_modules(p, m, mods) for m, p in mods.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_checker_sees_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = import_graph()
+    assert "kbframework.sources.sync" in graph["kbframework.jobs.tasks"]  # imports inside functions count too
+
+
+def test_no_import_circles_in_the_host():
+    graph = import_graph()
+    found = cycles(graph)
+    detail = [" ; ".join(f"{a} -> {b}" for a in comp for b in sorted(graph[a]) if b in comp) for comp in found]
+    assert not found, "import circles:\n" + "\n".join(detail)
+
+
+# --------------------------------------------------------------------------- the plugin boundary
+
+PLUGIN_FOLDERS = ("plugins", "presets", "docs/examples")
+ALLOWED_FOR_PLUGINS = {"kbframework", "kbframework.plugin_api"}
+
+
+def plugin_files() -> list[Path]:
+    return sorted(p for folder in PLUGIN_FOLDERS for p in (ROOT / folder).rglob("*.py"))
+
+
+def host_imports_in(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every import of a ``kbframework`` module in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        out += [(node.lineno, n) for n in names if n == "kbframework" or n.startswith("kbframework.")]
+    return out
+
+
+def test_plugins_import_only_the_curated_plugin_api():
+    files = plugin_files()
+    assert any(f.parent.name == "kbframework_wordpress" for f in files)
+    bad = [f"{f.relative_to(ROOT)}:{line}: {mod}" for f in files for line, mod in host_imports_in(f)
+           if mod not in ALLOWED_FOR_PLUGINS]
+    assert not bad, "plugins may import only kbframework / kbframework.plugin_api:\n" + "\n".join(bad)
+
+
+def test_the_curated_api_resolves_and_importing_kbframework_stays_cheap():
+    import subprocess
+    import sys
+
+    import kbframework
+    from kbframework import plugin_api
+
+    for name in plugin_api.EXPORTS:
+        assert getattr(kbframework, name) is getattr(plugin_api, name), name
+    code = ("import sys, kbframework; from kbframework import hookimpl, DocumentDraft; "
+            "print(sorted(m for m in ('sqlalchemy', 'flask', 'numpy', 'requests') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]", r.stdout
+
+
+def plugin_names() -> set[str]:
+    """Every name a plugin gives the host: source types and providers, installed or built in."""
+    from kbframework.hooks import registry
+
+    return ({*registry.source_types()} | {p.name for p in registry.embedding_providers()}
+            | {p.name for p in registry.llm_providers()})
+
+
+def _literals(node) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def naming_violations(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """Imports of a plugin package, and comparisons of a value with a plugin's name."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, f"imports {a.name}") for a in node.names if a.name.startswith("kbframework_")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kbframework_"):
+            out.append((node.lineno, f"imports {node.module}"))
+        elif isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                out += [(node.lineno, f"compares with {v!r}") for v in _literals(side) if v in names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                re.match(r"kbframework_[a-z]", node.value):
+            out.append((node.lineno, f"names {node.value!r}"))
+    return out
+
+
+def test_the_naming_checker_catches_what_it_should():
+    bad = ('import kbframework_pdf\nfrom kbframework_wordpress.api import bp\n'
+           'if src.type == "manual": pass\nif llm.name in ("extractive", "x"): pass\n'
+           'enqueue("ingest", "kbframework_pdf.service.extract_job")\n')
+    assert [line for line, _ in naming_violations(bad, {"manual", "extractive"})] == [1, 2, 3, 4, 5]
+    assert naming_violations('role = "manual"\nif x.accepts_uploads: pass\n', {"manual"}) == []
+
+
+def test_the_host_never_imports_or_names_a_plugin(kb_services):
+    names = plugin_names()
+    assert {"manual", "pdf", "wordpress", "extractive", "wordllama"} <= names
+    bad = []
+    for module, path in host_modules().items():
+        if module.startswith(("kbframework.default_plugins", "kbframework.providers")):
+            continue  # the host's own default plugins define these names
+        bad += [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in naming_violations(path.read_text(), names)]
+    quoted = "|".join(sorted(names))
+
+    for tpl in sorted((ROOT / "admin" / "templates").glob("*.html")):
+        for n, line in enumerate(tpl.read_text().splitlines(), 1):
+            if re.search(rf"""[=!]=\s*['"]({quoted})['"]""", line):
+                bad.append(f"{tpl.relative_to(ROOT)}:{n}: compares with a plugin's name")
+    assert not bad, "the host must read capabilities, not names:\n" + "\n".join(bad)
