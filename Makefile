@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PLUGINS := $(wildcard plugins/*/pyproject.toml) $(wildcard presets/*/pyproject.toml)
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast bench services-start services-stop clean wp-plugin
+.PHONY: install run test test-fast bench bench-scale services-start services-stop clean wp-plugin
 
 $(STAMP): pyproject.toml $(PLUGINS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,12 +28,18 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q tests -m "not browser and not wordpress"
 
+# every benchmark; the scale bench at 100k chunks (about 10 minutes on 2 cores)
 bench: install
 	$(BIN)/python -m bench.run
 
 # the WordPress companion plugin as an installable zip: dist/kbframework-connect-<version>.zip
 wp-plugin:
 	$(PY) scripts/build-wp-plugin.py
+
+# the scale bench alone at SIZE chunks (100000, 300000, 1000000), results in bench/results/scale-SIZE.json
+SIZE ?= 100000
+bench-scale: install
+	KB_BENCH_SCALE_SIZE=$(SIZE) KB_BENCH_RESULTS=scale-$(SIZE).json $(BIN)/python -m bench.run scale_bench
 
 services-start: install
 	$(BIN)/kbf services start

@@ -60,9 +60,10 @@ def main() -> int:
         shutil.rmtree(data_dir, ignore_errors=True)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
-    (out / "latest.json").write_text(json.dumps(results, indent=2, default=str))
+    name = os.environ.get("KB_BENCH_RESULTS", "latest.json")
+    (out / name).write_text(json.dumps(results, indent=2, default=str))
     print("\n" + json.dumps(results, indent=2, default=str))
-    print(f"\nwritten to {out / 'latest.json'}")
+    print(f"\nwritten to {out / name}")
     return 0
 
 

@@ -190,7 +190,7 @@ class Chunk(Base):
                                             server_default=text("'{}'::jsonb"))
     created_at: Mapped[datetime] = _created()
     __table_args__ = (
-        Index("ix_chunks_tsv", "tsv", postgresql_using="gin"),
+        Index("ix_chunks_org_tsv", "organization_id", "tsv", postgresql_using="gin"),
         Index("ix_chunks_org_model", "organization_id", "embedding_model"),
     )
 

@@ -242,6 +242,38 @@ def db_downgrade(revision):
     click.echo(f"database at revision {current() or 'base'}")
 
 
+@db.command("indexes")
+@click.option("--build", "build_missing", is_flag=True, help="build every missing or invalid vector index now")
+@click.option("--rebuild", metavar="NAME", default=None, help="REINDEX one index CONCURRENTLY")
+@click.option("--json", "as_json", is_flag=True)
+def db_indexes(build_missing, rebuild, as_json):
+    """The vector indexes: one HNSW index per embedding model in use, with size and state."""
+    from kbframework.db import get_engine
+    from kbframework.retrieval import vector_index
+
+    if rebuild:
+        res = vector_index.rebuild(rebuild)
+        click.echo(f"rebuilt {res['name']} in {res['seconds']} s")
+    if build_missing:
+        for res in vector_index.ensure_all():
+            click.echo(f"{res['name']}: {'built in ' + str(res['seconds']) + ' s' if res['built'] else 'already valid'}")
+    with get_engine().connect() as conn:
+        rows = vector_index.status(conn)
+    if as_json:
+        return out_json(rows)
+    if not rows:
+        click.echo("no embedding model has chunks yet: no vector index is needed")
+        return
+    for r in rows:
+        size = f"{r['bytes'] / 1048576:.1f} MB"
+        extra = ""
+        if r["progress"]:
+            extra = f" ({r['progress']['phase']}, {r['progress']['tuples_done']}/{r['progress']['tuples_total']})"
+        click.echo(f"{r['name']}\t{r['model'] or '(no chunks)'}\t{r['dim'] or '-'}\t{r['state']}{extra}\t{size}")
+    if any(r["state"] in ("missing", "invalid") for r in rows) and not build_missing:
+        click.echo("run `kbf db indexes --build` to build the missing ones", err=True)
+
+
 # --------------------------------------------------------------------------- orgs and users
 
 

@@ -297,8 +297,24 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
     for w, exc in failed:
         mark_error(w.doc_id, _reason(exc))
         results[str(w.doc_id)] = IngestResult(str(w.doc_id), "error", error=_reason(exc), steps=w.steps)
+    _index_new_models([w for w in work if results.get(str(w.doc_id)) and results[str(w.doc_id)].action == "indexed"])
     _store_traces({k: r for k, r in results.items() if r.action != "indexed"})
     return [results.get(str(d)) or IngestResult(str(d), "skipped") for d in document_ids]
+
+
+def _index_new_models(written: list[_Work]) -> None:
+    """A model that has no vector index yet gets one, built after the rest of the load."""
+    models = {w.provider.model: int(w.vectors.shape[1]) for w in written
+              if w.vectors is not None and len(w.vectors)}
+    if not models:
+        return
+    try:
+        from kbframework.retrieval.vector_index import after_load
+
+        with session_scope() as s:
+            after_load(s, models)
+    except Exception as exc:  # searching works without the index (exact scans); say so
+        log.warning("could not arrange the vector index build: %s", exc)
 
 
 def _store_traces(results: dict[str, IngestResult]) -> None:

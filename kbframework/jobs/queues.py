@@ -90,3 +90,18 @@ def enqueue(name: str, func, *args, job_id: str | None = None, hold: bool = True
 
 def is_held(job) -> bool:
     return bool(getattr(job, "held", False))
+def enqueue_unique(name: str, job_id: str, func, *args, **kwargs):
+    """Queue ``func`` under ``job_id`` unless a job of that id is already waiting or running
+    (index builds: many ingest batches ask, one build runs)."""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job
+
+    try:
+        job = Job.fetch(job_id, connection=get_redis())
+        if job.get_status(refresh=False) in ("queued", "started", "deferred", "scheduled"):
+            return job
+    except NoSuchJobError:
+        pass
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(f"Could not queue the job: Redis is not reachable ({exc}).")
+    return enqueue(name, func, *args, job_id=job_id, **kwargs)

@@ -30,6 +30,14 @@ def ingest_documents_job(document_ids: list[str], force: bool = False) -> dict:
     return {"results": [r.__dict__ for r in ingest_now(document_ids, force=force)]}
 
 
+def build_vector_index_job(model: str, dim: int) -> dict:
+    """Build a model's HNSW index once the load that brought the model is written."""
+    _boot()
+    from kbframework.retrieval.vector_index import build
+
+    return build(model, dim)
+
+
 def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
     _boot()
     from kbframework.sources.sync import run_sync

@@ -2,11 +2,15 @@
 
 The multi-tenant trap (DESIGN.md): an HNSW scan filtered by organization returns at most
 ``ef_search`` candidates *before* the filter, so a small organization in a big table loses
-recall. We therefore pick per query: an exact scan of the organization's own rows when it
-holds few chunks for the model (or the pre-filter is selective), and the HNSW index with a
-raised ``hnsw.ef_search`` otherwise. Each embedding model has its own partial expression
-index ``(embedding::vector(dim)) WHERE embedding_model = '<model>'``; the ORDER BY of the
-HNSW path repeats that expression exactly, and the exact path deliberately does not.
+recall. Per query: an exact scan of the organization's own rows when it holds few chunks
+for the model (or the pre-filter is selective), else the model's HNSW index with pgvector
+0.8's iterative index scan (``hnsw.iterative_scan = relaxed_order``), which keeps walking
+the graph until enough rows pass the tenant filter. Both paths read the compact
+``embedding_half`` kept in the row, take a few times k candidates and re-rank them by the
+exact full-precision distance. Each embedding model has its own partial expression index
+``(embedding_half::halfvec(dim)) WHERE embedding_model = '<model>'``
+(``retrieval.vector_index``); the HNSW path repeats that expression exactly, and the exact
+path deliberately does not.
 """
 from __future__ import annotations
 
@@ -153,9 +157,17 @@ def bind(sql: str, params: dict):
     return stmt
 
 
-def count_candidates(session, pf: Prefilter) -> int:
+PREFILTER_CAP = 1000
+
+
+def count_candidates(session, pf: Prefilter, cap: int = PREFILTER_CAP) -> int:
+    """How many documents pass the pre-filter, counted only up to ``cap`` (the answer needs
+    to know there is at least one; the trace shows "1000+" beyond), so a large organization
+    never pays a count of all its rows before the searches start."""
     where, p = pf.sql()
-    return session.execute(bind(f"SELECT count(*) FROM documents d WHERE {where}", p), p).scalar()
+    p = {**p, "cap": int(cap)}
+    return session.execute(bind(f"SELECT count(*) FROM (SELECT 1 FROM documents d WHERE {where} "
+                                f"LIMIT :cap) x", p), p).scalar()
 
 
 # --------------------------------------------------------------------------- vector leg
@@ -193,51 +205,70 @@ on_ingested(forget_counts)  # new chunks make the cached counts stale
 
 
 def index_name(model: str) -> str:
-    return "ix_chunks_hnsw_" + hashlib.sha1(model.encode()).hexdigest()[:12]
+    from kbframework.retrieval.vector_index import index_name as _name
 
-
-_ensured: set = set()
+    return _name(model)
 
 
 def ensure_vector_index(conn, model: str, dim: int) -> None:
-    """Create the model's partial HNSW index once per process (idempotent in SQL too)."""
-    if model in _ensured:
-        return
-    safe = model.replace("'", "''")
-    conn.execute(text(
-        f"CREATE INDEX IF NOT EXISTS {index_name(model)} ON chunks USING hnsw "
-        f"((embedding::vector({int(dim)})) vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
-        f"WHERE embedding_model = '{safe}'"))
-    _ensured.add(model)
+    """Build the model's index now (``vector_index.build``); kept for older callers."""
+    from kbframework.retrieval.vector_index import build
+
+    build(model, dim)
+
+
+def _max_scan_tuples() -> int:
+    """How far an iterative scan may walk before giving up (pgvector's default is 20,000)."""
+    import os
+
+    try:
+        return int(os.environ.get("KB_HNSW_MAX_SCAN_TUPLES", "20000"))
+    except ValueError:
+        return 20000
+
+
+RERANK_FACTOR = 2  # candidates fetched per wanted hit, then re-ranked by the exact distance
 
 
 def vector_search(session, pf: Prefilter, model: str, dim: int, qvec, k: int = 20,
                   floor: float = 0.0, force: str | None = None) -> tuple[list[Hit], dict]:
     """Top-k chunks of one embedding model by cosine similarity; returns hits and a plan note."""
+    from kbframework.retrieval.vector_index import has_index
+
     cfg = get_config()
     counts = org_models(session, pf.organization_id)
     n = counts.get(model, 0)
-    use_index = force == "hnsw" or (force is None and n > cfg.exact_scan_max_rows and not pf.selective)
+    use_index = force == "hnsw" or (force is None and n > cfg.exact_scan_max_rows and not pf.selective
+                                    and has_index(session, model))
     where, p = pf.sql()
-    p.update(q=_vec_literal(qvec), k=k)
+    d = int(dim)
+    cand = max(k * RERANK_FACTOR, k)
+    p.update(q=_vec_literal(qvec), k=k, cand=cand)
     safe = model.replace("'", "''")
+    ef = max(cand, cfg.hnsw_ef_search)
     if use_index:
-        session.execute(text(f"SET LOCAL hnsw.ef_search = {max(k, cfg.hnsw_ef_search)}"))
-        dist = f"(c.embedding::vector({int(dim)})) <=> CAST(:q AS vector({int(dim)}))"
+        session.execute(text(f"SET LOCAL hnsw.ef_search = {ef}"))
+        session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {_max_scan_tuples()}"))
+        approx = f"(c.embedding_half::halfvec({d})) <=> CAST(:q AS halfvec({d}))"
     else:
-        dist = "c.embedding <=> CAST(:q AS vector)"
-    sql = (f"SELECT c.id, c.document_id, 1 - ({dist}) AS sim FROM chunks c "
+        approx = "c.embedding_half <=> CAST(:q AS halfvec)"
+    # relaxed order returns candidates slightly out of order: the outer query sorts them by
+    # the exact full-precision distance (read from TOAST for these few rows only)
+    sql = (f"WITH cand AS MATERIALIZED (SELECT c.id, c.document_id FROM chunks c "
            f"JOIN documents d ON d.id = c.document_id "
            f"WHERE c.embedding_model = '{safe}' AND c.organization_id = :org AND {where} "
-           f"ORDER BY {dist} LIMIT :k")
+           f"ORDER BY {approx} LIMIT :cand) "
+           f"SELECT cand.id, cand.document_id, 1 - (x.embedding <=> CAST(:q AS vector)) AS sim "
+           f"FROM cand JOIN chunks x ON x.id = cand.id ORDER BY sim DESC, cand.id LIMIT :k")
     rows = session.execute(bind(sql, p), p).all()
     hits = [Hit(r[0], str(r[1]), i + 1, float(r[2]), "vector", model) for i, r in enumerate(rows)]
     kept = [h for h in hits if h.score >= floor]
     for i, h in enumerate(kept):
         h.rank = i + 1
     plan = {"model": model, "org_chunks": n, "plan": "hnsw" if use_index else "exact",
-            "ef_search": max(k, cfg.hnsw_ef_search) if use_index else None,
-            "below_floor": len(hits) - len(kept), "floor": floor}
+            "ef_search": ef if use_index else None, "iterative_scan": "relaxed_order" if use_index else None,
+            "candidates": cand, "rerank": "exact", "below_floor": len(hits) - len(kept), "floor": floor}
     return kept, plan
 
 
@@ -250,47 +281,49 @@ def _vec_literal(v) -> str:
 
 def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[list[Hit], dict]:
     """Full text in tiers, each ranked by ts_rank_cd: chunks matching every term (websearch
-    syntax: quotes and -exclusions work), then any two terms, then any term. A later tier only
-    runs when the earlier ones found fewer than k chunks, so common words never force ranking
-    the whole organization."""
+    syntax: quotes and -exclusions work), then any two terms, then any term. The tiers are
+    one statement (one round trip, one plan): each tier is a branch that reads at most
+    KEYWORD_CANDIDATES of its matches, ranks them and keeps its best k, and the branches
+    are ordered strict first. Every branch is scoped to the organization by the composite
+    ``(organization_id, tsv)`` GIN index, so no other tenant's rows are touched."""
     lexemes = session.execute(text(
         "SELECT coalesce(array_agg(lexeme ORDER BY length(lexeme) DESC), '{}') "
         "FROM unnest(to_tsvector('english', :q))"), {"q": query}).scalar() or []
     if not lexemes:
         return [], {"tiers": [], "lexemes": []}
     quoted = ["'" + lx.replace("'", "''") + "'" for lx in lexemes[:8]]
-    tiers = [("all_terms", None)]
+    strict = "websearch_to_tsquery('english', :qtext)"
+    tiers = [("all_terms", strict, [])]
     if len(quoted) >= 3:
         pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:5]) for b in quoted[i + 1:5]]
-        tiers.append(("two_terms", " | ".join(pairs)))
+        tiers.append(("two_terms", "CAST(:tq_two AS tsquery)", [strict]))
+    else:
+        pairs = []
     if len(quoted) >= 2:
-        tiers.append(("any_term", " | ".join(quoted)))
+        tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
     where, p = pf.sql()
-    hits: list[Hit] = []
-    seen: set[int] = set()
-    used = []
+    params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted), "k": k}
     bonus = {"all_terms": 2.0, "two_terms": 1.0, "any_term": 0.0}
-    for name, tq in tiers:
-        if len(hits) >= k:
-            break
-        q = "websearch_to_tsquery('english', :qtext)" if tq is None else "CAST(:tq AS tsquery)"
-        params = {**p, "qtext": query, "tq": tq, "k": k, "seen": list(seen) or [0]}
-        # ranking reads every matching row's tsvector; a broad fallback tier ranks at most
+    branches = []
+    for n, (name, q, earlier) in enumerate(tiers):
+        not_earlier = "".join(f" AND NOT (c.tsv @@ {e})" for e in earlier)
+        # ranking reads every candidate's tsvector; a broad tier ranks at most
         # KEYWORD_CANDIDATES of its matches (the strict tier is rarely that broad)
-        sql = (f"SELECT m.id, m.document_id, ts_rank_cd(m.tsv, {q}, 32) AS r FROM ("
-               "SELECT c.id, c.document_id, c.tsv FROM chunks c JOIN documents d ON d.id = c.document_id "
-               f"WHERE c.organization_id = :org AND c.tsv @@ {q} AND {where} AND c.id <> ALL(:seen) "
-               f"LIMIT {KEYWORD_CANDIDATES}) m ORDER BY r DESC, m.id LIMIT :k")
-        rows = session.execute(bind(sql, params), params).all()
-        used.append({"tier": name, "hits": len(rows)})
-        for r in rows:
-            if len(hits) >= k:
-                break
-            if r[0] in seen:
-                continue
-            seen.add(r[0])
-            hits.append(Hit(r[0], str(r[1]), len(hits) + 1, float(r[2]) + bonus[name], "keyword"))
-    return hits, {"tiers": used, "lexemes": lexemes[:8]}
+        branches.append(
+            f"(SELECT {n} AS tier, m.id, m.document_id, ts_rank_cd(m.tsv, {q}, 32) AS r FROM ("
+            "SELECT c.id, c.document_id, c.tsv FROM chunks c JOIN documents d ON d.id = c.document_id "
+            f"WHERE c.organization_id = :org AND c.tsv @@ {q}{not_earlier} AND {where} "
+            f"LIMIT {KEYWORD_CANDIDATES}) m ORDER BY r DESC, m.id LIMIT :k)")
+    sql = f"SELECT tier, id, document_id, r FROM ({' UNION ALL '.join(branches)}) t ORDER BY tier, r DESC, id LIMIT :k"
+    rows = session.execute(bind(sql, params), params).all()
+    hits: list[Hit] = []
+    per_tier = {name: 0 for name, _, _ in tiers}
+    for r in rows:
+        name = tiers[r[0]][0]
+        per_tier[name] += 1
+        hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]) + bonus[name], "keyword"))
+    used = [{"tier": name, "hits": n} for name, n in per_tier.items()]
+    return hits, {"tiers": used, "lexemes": lexemes[:8], "queries": 1}
 
 
 # --------------------------------------------------------------------------- fusion
