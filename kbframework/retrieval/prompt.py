@@ -44,7 +44,7 @@ def render_passages(passages: list[dict], tag: str | None = None) -> str:
     for p in passages:
         head = f"[{p['n']}] {p['title']}"
         extra = []
-        for key in ("date", "venue", "price", "stock", "url", "ticket_url", "pages"):
+        for key in ("date", "venue", "price", "url", "stock", "ticket_url", "pages"):
             if p.get(key):
                 extra.append(f"{key}: {p[key]}")
         if extra:
