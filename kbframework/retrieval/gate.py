@@ -151,11 +151,12 @@ def with_synonyms(query: str, synonyms: dict | None) -> str:
     return f"{query} {' '.join(extra)}" if extra else query
 
 
-def passage_lexemes(session, chunk_ids: list[int]) -> dict:
+def passage_lexemes(session, org_id, chunk_ids: list[int]) -> dict:
     if not chunk_ids:
         return {}
-    rows = session.execute(text("SELECT id, tsvector_to_array(tsv) FROM chunks WHERE id = ANY(:ids)"),
-                           {"ids": list(chunk_ids)}).all()
+    rows = session.execute(text("SELECT id, tsvector_to_array(tsv) FROM chunks "
+                                "WHERE organization_id = :org AND id = ANY(:ids)"),
+                           {"org": str(org_id), "ids": list(chunk_ids)}).all()
     return {r[0]: set(r[1] or []) for r in rows}
 
 
@@ -223,7 +224,7 @@ def features(session, org_id, query: str, fused: list[dict], legs: dict, synonym
     docs = {f["document_id"] for f in picked}
     for hits in legs.values():
         chunk_ids.update(h.chunk_id for h in hits if h.document_id in docs)
-    lex = passage_lexemes(session, sorted(chunk_ids))
+    lex = passage_lexemes(session, org_id, sorted(chunk_ids))
     by_doc: dict = {}
     for hits in legs.values():
         for h in hits:

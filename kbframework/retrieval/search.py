@@ -260,7 +260,8 @@ def vector_search(session, pf: Prefilter, model: str, dim: int, qvec, k: int = 2
            f"WHERE c.embedding_model = '{safe}' AND c.organization_id = :org AND {where} "
            f"ORDER BY {approx} LIMIT :cand) "
            f"SELECT cand.id, cand.document_id, 1 - (x.embedding <=> CAST(:q AS vector)) AS sim "
-           f"FROM cand JOIN chunks x ON x.id = cand.id ORDER BY sim DESC, cand.id LIMIT :k")
+           f"FROM cand JOIN chunks x ON x.id = cand.id AND x.organization_id = :org "
+           f"ORDER BY sim DESC, cand.id LIMIT :k")
     rows = session.execute(bind(sql, p), p).all()
     hits = [Hit(r[0], str(r[1]), i + 1, float(r[2]), "vector", model) for i, r in enumerate(rows)]
     kept = [h for h in hits if h.score >= floor]

@@ -179,7 +179,7 @@ def embed_query(s, org_id, query: str) -> tuple[dict, dict]:
     return out, dbg
 
 
-def select_context(s, fused: list[dict], limit: int, budget: int) -> list[dict]:
+def select_context(s, org_id, fused: list[dict], limit: int, budget: int) -> list[dict]:
     """Top chunks in fused order, one per document first (diversity), within a character budget."""
     if not fused:
         return []
@@ -188,8 +188,9 @@ def select_context(s, fused: list[dict], limit: int, budget: int) -> list[dict]:
         "SELECT c.id, c.document_id, c.chunk_index, c.content, c.heading, c.token_count, c.metadata, "
         "d.title, d.type, d.document_role, d.source_url, d.external_id, d.event_start, d.event_end, "
         "d.venue, d.city, d.primary_image_url, d.metadata AS dmeta, d.normalized_content, s.type AS stype "
-        "FROM chunks c JOIN documents d ON d.id = c.document_id JOIN sources s ON s.id = d.source_id "
-        "WHERE c.id = ANY(:ids)"), {"ids": ids}).mappings().all()
+        "FROM chunks c JOIN documents d ON d.id = c.document_id AND d.organization_id = c.organization_id "
+        "JOIN sources s ON s.id = d.source_id AND s.organization_id = c.organization_id "
+        "WHERE c.organization_id = :org AND c.id = ANY(:ids)"), {"org": str(org_id), "ids": ids}).mappings().all()
     by_id = {r["id"]: r for r in rows}
     picked, used_docs, total = [], set(), 0
     ordered = [f for f in fused if f["chunk_id"] in by_id]
@@ -364,7 +365,8 @@ def _fallback(s, ctx: OrgContext, pf: Prefilter, query: str, reason: str, debug:
             vec.extend(vector_search(s, loose, model, dim, v, k=VECTOR_K, floor=ctx.floor)[0])
         kw, _ = keyword_search(s, loose, query, k=KEYWORD_K)
         fused = rrf({"vector": vec, "keyword": kw})
-        passages = select_context(s, apply_role_boost(fused, _roles(s, {f["document_id"] for f in fused}),
+        roles = _roles(s, ctx.org.id, {f["document_id"] for f in fused})
+        passages = select_context(s, ctx.org.id, apply_role_boost(fused, roles,
                                                       ctx.preset.role_priority), 3, ctx.char_budget)
         if passages:
             alternatives = {"label": "No exact matches — here are some alternatives",
@@ -375,11 +377,12 @@ def _fallback(s, ctx: OrgContext, pf: Prefilter, query: str, reason: str, debug:
             "zero_result": True, "reason": reason, "alternatives": alternatives}
 
 
-def _roles(s, doc_ids) -> dict:
+def _roles(s, org_id, doc_ids) -> dict:
     if not doc_ids:
         return {}
-    rows = s.execute(text("SELECT id, document_role FROM documents WHERE id = ANY(CAST(:ids AS uuid[]))"),
-                     {"ids": list(doc_ids)}).all()
+    rows = s.execute(text("SELECT id, document_role FROM documents "
+                          "WHERE organization_id = :org AND id = ANY(CAST(:ids AS uuid[]))"),
+                     {"org": str(org_id), "ids": list(doc_ids)}).all()
     return {str(r[0]): r[1] for r in rows}
 
 
@@ -695,7 +698,7 @@ def rrf_step(s, t: Turn):
 
 
 def role_boost_step(s, t: Turn):
-    roles = _roles(s, {f["document_id"] for f in t.fused})
+    roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.fused})
     priority = policy.priority_for(t.question, t.ctx.preset.role_priority)  # policy pages first
     t.boosted = apply_role_boost(t.fused, roles, priority)
     t.debug["role_priority"] = priority
@@ -740,7 +743,7 @@ def referents_step(s, t: Turn):
 
 def select_context_step(s, t: Turn):
     t.debug["fused"] = [dict(f) for f in t.boosted]
-    t.passages = select_context(s, t.boosted, t.ctx.limit, t.ctx.char_budget)
+    t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
 
 

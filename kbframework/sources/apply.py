@@ -27,7 +27,8 @@ COLUMN_FIELDS = ("title", "type", "document_role", "source_url", "raw_content", 
 def find_document(s, source: Source, external_id: str | None) -> Document | None:
     if external_id is None:
         return None
-    return s.scalar(select(Document).where(Document.source_id == source.id,
+    return s.scalar(select(Document).where(Document.organization_id == source.organization_id,
+                                           Document.source_id == source.id,
                                            Document.external_id == str(external_id)))
 
 

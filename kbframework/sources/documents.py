@@ -85,9 +85,14 @@ def list_documents(s, org_id, *, q=None, source_id=None, type_=None, role=None, 
             "total": total, "pages": max(1, -(-total // per_page))}
 
 
+def _source_of(s, doc: Document) -> Source:
+    return s.scalar(select(Source).where(Source.organization_id == doc.organization_id,
+                                         Source.id == doc.source_id))
+
+
 def document_detail(s, org_id, doc_id) -> dict:
     d = get_document(s, org_id, doc_id)
-    src = s.get(Source, d.source_id)
+    src = _source_of(s, d)
     out = doc_to_dict(d, src, full=True)
     chunks = s.scalars(select(Chunk).where(Chunk.document_id == d.id).order_by(Chunk.chunk_index)).all()
     out["chunks"] = [{"id": c.id, "chunk_index": c.chunk_index, "heading": c.heading, "content": c.content,
@@ -121,7 +126,7 @@ def create_manual(s, org_id, data: dict) -> Document:
 def update_manual(s, org_id, doc_id, data: dict) -> Document:
     conn = _manual_connector()
     doc = get_document(s, org_id, doc_id)
-    src = s.get(Source, doc.source_id)
+    src = _source_of(s, doc)
     if src.type != conn.name:
         raise ValidationFailed("Only manual documents can be edited here; synced documents come from their source.")
     merged = {"title": doc.title, "body": doc.normalized_content, "tags": doc.tags or [],
