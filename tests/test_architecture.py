@@ -216,3 +216,42 @@ def test_the_host_never_imports_or_names_a_plugin(kb_services):
             if re.search(rf"""[=!]=\s*['"]({quoted})['"]""", line):
                 bad.append(f"{tpl.relative_to(ROOT)}:{n}: compares with a plugin's name")
     assert not bad, "the host must read capabilities, not names:\n" + "\n".join(bad)
+
+
+# --------------------------------------------------------------------------- the documented layers
+
+FOUNDATION = {"config", "db", "models", "errors", "clock", "security", "types", "net", "migrate", "tenancy"}
+SINGLE_MODULES = {"plugin_api": "plugin_api", "testing": "testing", "wsgi": "wsgi", "settings_schema": "settings"}
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # kbframework/__init__.py: the version and the lazy plugin API
+    if parts[1] == "admin":
+        return "admin"
+    if (ROOT / "kbframework" / parts[1]).is_dir():
+        return parts[1]
+    if parts[1] in SINGLE_MODULES:
+        return SINGLE_MODULES[parts[1]]
+    return "foundation" if parts[1] in FOUNDATION else parts[1]
+
+
+def documented_layers() -> dict[str, set[str]]:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \|[^|]*\|([^|]*)\|$", text, flags=re.M)
+    return {name: set(re.findall(r"`(\w+)`", allowed)) for name, allowed in rows}
+
+
+def test_docs_architecture_matches_the_imports():
+    layers = documented_layers()
+    assert {"foundation", "hooks", "sources", "web", "admin", "cli"} <= set(layers)
+    bad = []
+    for module, imported in import_graph().items():
+        mine = layer_of(module)
+        assert mine in layers or mine is None, f"{module}: folder '{mine}' has no row in docs/architecture.md"
+        for other in imported:
+            theirs = layer_of(other)
+            if theirs is not None and theirs != mine and theirs not in layers.get(mine, set()):
+                bad.append(f"{module} -> {other} ({mine} may not import {theirs})")
+    assert not bad, "imports that docs/architecture.md does not allow:\n" + "\n".join(sorted(bad))
