@@ -1,4 +1,4 @@
-"""Protections of the public API (§12), all enforced on the server:
+"""Protections of the public API, all enforced on the server:
 
 - the key: unknown → 404; rotated and past its grace period (or revoked) → 401;
 - origin allowlist on ``Origin`` (``Referer`` only when Origin is absent; ``Origin: null`` is a
