@@ -255,3 +255,19 @@ def test_docs_architecture_matches_the_imports():
             if theirs is not None and theirs != mine and theirs not in layers.get(mine, set()):
                 bad.append(f"{module} -> {other} ({mine} may not import {theirs})")
     assert not bad, "imports that docs/architecture.md does not allow:\n" + "\n".join(sorted(bad))
+
+
+# bench modules that still import a test module (landed meanwhile); the list may only shrink
+BENCH_IMPORTING_TESTS = {"bench/wordpress_companion_bench.py"}
+
+
+def test_bench_imports_no_test_module():
+    found = {}
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "tests" or n.startswith("tests.") for n in names):
+                found.setdefault(str(path.relative_to(ROOT)), []).append(node.lineno)
+    assert not {f: v for f, v in found.items() if f not in BENCH_IMPORTING_TESTS}, found
+    assert BENCH_IMPORTING_TESTS <= set(found), "remove the bench modules that no longer import tests"
