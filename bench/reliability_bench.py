@@ -181,7 +181,7 @@ def redis_outage(n_deliveries: int = 30, n_notes: int = 20) -> dict:
     from kbframework.sources.sync import run_sync
     from kbframework.testing import login_client, set_org_extra
     from kbframework.web import create_app
-    from tests.fakes.woocommerce_server import FakeWooStore
+    from fakes.woocommerce_server import FakeWooStore
 
     cfg = get_config()
     app = create_app({"TESTING": True, "RATELIMIT_ENABLED": False})

@@ -1,4 +1,4 @@
-"""Issue 3 targets, against the local WooCommerce REST v3 server (tests/fakes):
+"""Issue 3 targets, against the local WooCommerce REST v3 server (fakes/):
 
 * a full sync of 5,000 generated products (20 % variable, with variations), end to end:
   listing, variations, normalisation, documents, chunks, offline embeddings — ≥ 100 products/s;
@@ -61,7 +61,7 @@ def run(n_products: int = N_PRODUCTS, concurrency: int = CONCURRENCY, deliveries
     from kbframework.models import Chunk, Document, Setting, WebhookEvent
     from kbframework.sources.config import create_source
     from kbframework.sources.sync import run_sync
-    from tests.fakes.woocommerce_server import FakeWooStore
+    from fakes.woocommerce_server import FakeWooStore
 
     result: dict = {"products": n_products}
     store = FakeWooStore().start()

@@ -5,7 +5,7 @@
   end to end: REST pages with ``_embed``, mapping, documents, chunks, offline embeddings;
 * a second full sync and an incremental sync with nothing changed: zero chunks re-embedded;
 * one post edited in WordPress → an incremental sync re-embeds exactly that post;
-* the sitemap crawler at concurrency 4 on a local site (tests/fakes/sitemap_site.py: the
+* the sitemap crawler at concurrency 4 on a local site (fakes/sitemap_site.py: the
   Yoast samples plus generated pages): pages/s for the crawl alone (fetch + main-content
   extraction) with no network latency and with 50 ms per request, and end to end.
 
@@ -160,14 +160,14 @@ def wordpress(n_posts: int = N_POSTS, port: int = WP_PORT) -> dict:
 def sitemap(extra_pages: int = SITEMAP_PAGES, concurrency: int = 4) -> dict:
     from kbframework.types import SyncContext
     from kbframework_sitemap.connector import SitemapConnector
-    from tests.fakes.sitemap_site import SitemapSite
+    from fakes.sitemap_site import SitemapSite
 
     if not (SHARED / "sitemaps").is_dir():
         return {"skipped": f"no sitemap samples at {SHARED / 'sitemaps'}"}
     res: dict = {"concurrency": concurrency, "site": "served by another process"}
     connector = SitemapConnector()
     for delay in (0.0, 0.05):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.sitemap_site", str(SHARED), str(delay),
+        proc = subprocess.Popen([sys.executable, "-m", "fakes.sitemap_site", str(SHARED), str(delay),
                                  str(extra_pages)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True)
         try:

@@ -52,11 +52,6 @@ class SourceUnavailable(KBError):
     code = "source_unavailable"
 
 
-class PluginError(KBError):
-    status = 500
-    code = "plugin_error"
-
-
 class StartupError(KBError):
     status = 503
     code = "startup_error"

@@ -100,7 +100,7 @@ class Card:
 
 @dataclass
 class Preset:
-    """A mode preset (§9): prompt template, retrieval defaults, role boosts, cards."""
+    """A mode preset: prompt template, retrieval defaults, role boosts, cards."""
 
     name: str
     mode: str

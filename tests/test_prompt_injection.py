@@ -16,7 +16,7 @@ from kbframework.db import session_scope
 from kbframework.models import ChatLog, Setting
 from kbframework.retrieval.prompt import DATA_RULES, LEAK_REFUSAL, LEAK_WINDOW
 from tests.embed_support import make_key
-from tests.fakes.openai_server import FakeOpenAI
+from fakes.openai_server import FakeOpenAI
 
 SHOP = "https://shop.example"
 SECRET_PROMPT = ("You are the helpful assistant of Acme Outdoor. Internal note for the assistant only: "

@@ -193,7 +193,7 @@ def test_worker_killed_mid_reindex_resumes_without_partial_documents(kb_org, wor
     from kbframework.jobs.queues import enqueue
     from kbframework.sources.documents import create_manual, queue_ingest
     from kbframework.testing import set_org_extra
-    from tests.fakes.openai_server import FakeOpenAI
+    from fakes.openai_server import FakeOpenAI
 
     n = 200
     ids = []
@@ -327,7 +327,7 @@ def test_webhook_during_a_redis_outage_is_applied_once_redis_is_back(kb_admin, k
     import hashlib
     import hmac
 
-    from tests.fakes.woocommerce_server import FakeWooStore
+    from fakes.woocommerce_server import FakeWooStore
     from kbframework.models import WebhookEvent
     from kbframework.sources.sync import run_sync
     from kbframework.testing import set_org_extra
@@ -497,7 +497,7 @@ def test_a_receipt_whose_job_was_lost_is_fetched_again(kb_admin, kb_drain):
     ten minutes on, the sweep fetches the item again, once."""
     from datetime import datetime, timedelta, timezone
 
-    from tests.fakes.woocommerce_server import FakeWooStore
+    from fakes.woocommerce_server import FakeWooStore
     from kbframework.jobs.queues import get_redis
     from kbframework.jobs.recovery import SWEEP_LOCK, sweep
     from kbframework.models import WebhookEvent

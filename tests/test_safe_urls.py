@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.embed_support import make_key  # noqa: E402
-from tests.fakes.woocommerce_server import FakeWooStore  # noqa: E402
+from fakes.woocommerce_server import FakeWooStore  # noqa: E402
 
 CSV = ROOT.parent / "shared" / "data" / "woocommerce" / "sample_data" / "sample_products.csv"
 SHOP = "https://shop.example"

@@ -1,5 +1,5 @@
 """The sitemap connector crawling a local site built from the shared Yoast sitemap samples
-(tests/fakes/sitemap_site.py): index → child sitemaps (one gzipped) → pages with header,
+(fakes/sitemap_site.py): index → child sitemaps (one gzipped) → pages with header,
 menu, cookie banner, sidebar and footer around their content."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.fakes.sitemap_site import CHROME_WORDS, SitemapSite  # noqa: E402
+from fakes.sitemap_site import CHROME_WORDS, SitemapSite  # noqa: E402
 
 SUMMER = "/2024/05/06/summer-opening-hours/"
 HOODIE = "/2024/04/18/how-to-wash-your-hoodie/"

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from kbframework.db import session_scope
 from kbframework.models import Setting, UsageLedger
-from tests.fakes.openai_server import FakeOpenAI
+from fakes.openai_server import FakeOpenAI
 
 
 @pytest.fixture

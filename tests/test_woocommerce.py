@@ -1,5 +1,5 @@
 """The WooCommerce connector end to end, against the local server that speaks WooCommerce
-REST v3 (tests/fakes/woocommerce_server.py) fed with the official sample catalogue, on the
+REST v3 (fakes/woocommerce_server.py) fed with the official sample catalogue, on the
 real PostgreSQL + pgvector and Redis. Webhooks travel over real HTTP to the app served on
 127.0.0.1, signed like WooCommerce signs them.
 """
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.fakes.woocommerce_server import FakeWooStore  # noqa: E402
+from fakes.woocommerce_server import FakeWooStore  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "woocommerce"
 CSV = DATA / "sample_data" / "sample_products.csv"

@@ -56,7 +56,7 @@ def feedback_addressed(feedback_id):
     return back("admin.feedback_detail", feedback_id=feedback_id)
 
 
-# --------------------------------------------------------------------------- zero results (§20)
+# --------------------------------------------------------------------------- zero results
 
 
 @bp.get("/zero-results")

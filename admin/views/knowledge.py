@@ -150,7 +150,7 @@ def _save_manual(doc_id: str | None):
                 fb_service.set_addressed(s, org(), entry["feedback_id"], True)
     except KBError as exc:
         return _editor_error(exc, doc_id, entry)
-    results = queue_ingest([new_id], inline=True) or []  # §10: chunks and embeds at once
+    results = queue_ingest([new_id], inline=True) or []  # a note is chunked and embedded at once
     r = results[0] if results else None
     if r is not None and r.action == "error":
         flash(f"Saved, but indexing failed: {r.error}. Try “Re-index” on the document.", "error")

@@ -119,11 +119,11 @@ CONNECTOR_INIT = '''
 """{{dist}}: hook implementations only; the work is in connector.py and schema.py."""
 from kbframework import hookimpl
 
-from {{pkg}}.connector import {{camel}}Connector
-
 
 @hookimpl
 def kb_source_types():
+    from {{pkg}}.connector import {{camel}}Connector  # here, so `kbf --help` stays fast
+
     return [{{camel}}Connector()]
 '''
 

@@ -1,4 +1,4 @@
-"""Cards built on the server from a retrieved document's columns and metadata (§6), never
+"""Cards built on the server from a retrieved document's columns and metadata, never
 from model output."""
 from __future__ import annotations
 

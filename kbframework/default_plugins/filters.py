@@ -1,4 +1,4 @@
-"""Built-in temporal filter extractor (rule-based, no LLM, §1): the first time phrase of the
+"""Built-in temporal filter extractor (rule-based, no LLM): the first time phrase of the
 query as a range in the organization's time zone, with its night cut-off and, when the
 organization says so (``settings.extra["weekend_starts_friday"]``), a weekend from Friday 18:00."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Built-in LLM query planner (§5): when an LLM is configured, one small JSON call extracts the
+"""Built-in LLM query planner: when an LLM is configured, one small JSON call extracts the
 filters the rules may miss (price range, categories, stock, city, venue). It runs in a thread
 beside the rule-based extractors (``kb_parallel``); its JSON is validated with marshmallow and
 every label must be one of the organization's own; dates stay with the temporal parser."""

@@ -1,4 +1,4 @@
-"""Batched embedding with retries and exponential backoff (§22: all or nothing)."""
+"""Batched embedding with retries and exponential backoff (all or nothing)."""
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,4 @@
-"""Ingestion, one document at a time, all or nothing (DESIGN.md, spec §21–§22).
+"""Ingestion, one document at a time, all or nothing (DESIGN.md).
 
     ingest_documents(ids):
       1. load            the document row and its organization's settings
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from psycopg2.extras import execute_values
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import select, text, update
 
 from kbframework.clock import utcnow
 from kbframework.hooks import registry
@@ -29,7 +29,7 @@ from kbframework.errors import KBError
 from kbframework.ingest.chunker import ChunkSettings, chunk_text
 from kbframework.ingest.embedding import embed_texts
 from kbframework.ingest.injection import instruction_like
-from kbframework.models import Chunk, Document, Setting, jsonb_merge, jsonb_remove
+from kbframework.models import Document, Setting, jsonb_merge
 from kbframework.types import ChunkDraft, Segment
 
 log = logging.getLogger("kbframework.ingest")
@@ -139,31 +139,9 @@ def _record_embedding_usage(items, provider, texts) -> None:
         log.warning("usage ledger write failed: %s", exc)
 
 
-def replace_chunks_step(session, w: _Work) -> None:
-    """Delete the old chunks and insert the new ones in the caller's transaction."""
-    session.execute(delete(Chunk).where(Chunk.document_id == w.doc_id))
-    rows = [(w.org_id, w.doc_id, c.index, c.heading, c.content, c.token_count, vec,
-             w.provider.model, _json(c.metadata))
-            for c, vec in zip(w.chunks, w.vectors)]
-    conn = session.connection().connection.dbapi_connection
-    with conn.cursor() as cur:
-        execute_values(cur,
-                       "INSERT INTO chunks (organization_id, document_id, chunk_index, heading, "
-                       "content, token_count, embedding, embedding_model, metadata) VALUES %s",
-                       [(str(r[0]), str(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8]) for r in rows],
-                       template="(%s::uuid, %s::uuid, %s, %s, %s, %s, %s, %s, %s::jsonb)",
-                       page_size=500)
-    now = utcnow()
-    session.execute(update(Document).where(Document.id == w.doc_id).values(
-        status="active", sync_hash=w.sync_hash, indexed_hash=w.indexed_hash,
-        chunk_count=len(w.chunks), last_synced_at=now, updated_at=now,
-        metadata_=jsonb_merge(jsonb_remove(Document.metadata_, "last_error", "last_error_at"),
-                              {"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps},
-                               "content_flags": w.flags})))
-
-
 def replace_batch_step(session, works: list[_Work]) -> None:
-    """replace_chunks_step for many documents at once, set-based (three statements)."""
+    """Replace the chunks of many documents in the caller's transaction, set-based (three statements):
+    old chunks deleted, new ones inserted, the documents marked active with their hashes."""
     import json as _j
 
     conn = session.connection().connection.dbapi_connection
@@ -206,10 +184,6 @@ def mark_error(doc_id, reason: str) -> None:
 
 
 # --------------------------------------------------------------------------- orchestrator
-
-
-def ingest_document(document_id, *, force: bool = False) -> IngestResult:
-    return ingest_documents([document_id], force=force)[0]
 
 
 def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]:

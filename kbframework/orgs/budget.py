@@ -1,4 +1,4 @@
-"""Monthly budgets per organization (§14): a soft warning at 80 %, a hard stop at 100 %.
+"""Monthly budgets per organization: a soft warning at 80 %, a hard stop at 100 %.
 
 The month runs in the organization's time zone. Only billable calls count (offline models
 record their tokens at zero cost and never stop anything). Near the limit, model calls of an

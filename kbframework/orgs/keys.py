@@ -16,7 +16,7 @@ from kbframework.orgs.accounts import as_uuid
 from kbframework.clock import utcnow
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.models import AssistantKey
-from kbframework.web.embed_security import DEFAULT_LIMITS, LIMIT_RANGES, normalize_origin
+from kbframework.orgs.origins import DEFAULT_LIMITS, LIMIT_RANGES, normalize_origin
 
 LIMIT_FIELDS = ("rate_per_minute", "rate_per_day", "rate_per_ip_minute")
 POSITIONS = ("bottom-right", "bottom-left")

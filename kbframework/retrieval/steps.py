@@ -140,7 +140,7 @@ def _vocabulary(s, org_id) -> dict:
 
 def _rewriter(org_id=None):
     llm = registry.llm()
-    if llm.name == "extractive":
+    if llm.quotes_passages:
         return None
     from kbframework.orgs.budget import MeteredLLM
 
@@ -257,7 +257,7 @@ def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: lis
     t0 = time.perf_counter()
     dbg = {"provider": llm.name, "model": llm.model}
     try:
-        if llm.name == "extractive":
+        if llm.quotes_passages:
             res = llm.complete(messages, passages=passages, question=question,
                                stream=on_token is not None, on_token=on_token)
         else:

@@ -1,6 +1,6 @@
 """Applying what connectors and editors send (DocumentDrafts) to the documents table.
 
-This is where the freshness rules live: the source-side timestamp decides conflicts (§23),
+This is where the freshness rules live: the source-side timestamp decides conflicts,
 unpublished items are purged (never served), and a change that leaves the indexed text
 alone (price, stock, sale) updates columns and metadata without re-embedding anything.
 """
@@ -93,7 +93,7 @@ def apply_draft(s, source: Source, draft: DocumentDraft, *, force: bool = False,
 
 
 def is_stale_timestamp(doc: Document, modified_at: datetime | None, *, reapply: bool = False) -> bool:
-    """§23: an update applies only when its source timestamp is strictly newer than the
+    """The freshness rule: an update applies only when its source timestamp is strictly newer than the
     stored one. Older is always stale (a late delivery must not resurrect an unpublished
     item either); an equal one is applied again only to a purged document (it may have
     been purged because it was missing from a listing) or when ``reapply``."""

@@ -180,7 +180,7 @@ def restore_document(s, org_id, doc_id, until: datetime | None = None) -> Docume
 
 
 def expire_documents(now: datetime | None = None) -> dict:
-    """Documents whose event has ended (or whose expiry passed) become ``expired`` (§1, §10)."""
+    """Documents whose event has ended (or whose expiry passed) become ``expired``."""
     now = now or utcnow()
     with session_scope() as s:
         res = s.execute(update(Document).where(

@@ -1,4 +1,4 @@
-"""Source synchronisation, the same for every connector (spec "Freshness", §21–§23).
+"""Source synchronisation, the same for every connector (the freshness rules).
 
     run_sync(source, kind):
       1. fetch      connector.fetch_all (full) or fetch_changed(watermark) (incremental)
@@ -85,9 +85,9 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
         run_id = run.id
         config, ctx, since = source_config(src), sync_context(s, src), src.watermark
         # No watermark: a first sync, or the field mapping changed (sources.update_source
-        # clears it). Then drafts with the stored source timestamp are applied again (§2).
+        # clears it). Then drafts with the stored source timestamp are applied again.
         reapply = since is None
-        # What we hold, for the §23 rule before any work: a record whose source timestamp is
+        # What we hold, for the freshness rule before any work: a record whose source timestamp is
         # not newer than its live document's is neither normalized nor applied, and a
         # connector may skip fetching details for it (ctx.extra, read-only for connectors).
         ctx.extra["reapply"] = reapply
@@ -158,7 +158,7 @@ def _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, new
     for record in batch:
         held = known.get(str(record.external_id))
         if held is not None and record.source_modified_at is not None and record.source_modified_at <= held:
-            stats["stale"] += 1  # nothing newer than the live document we hold (§23)
+            stats["stale"] += 1  # nothing newer than the live document we hold (the freshness rule)
             if newest is None or record.source_modified_at > newest:
                 newest = record.source_modified_at
             continue

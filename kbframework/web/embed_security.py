@@ -1,4 +1,4 @@
-"""Protections of the public API (§12), all enforced on the server:
+"""Protections of the public API, all enforced on the server:
 
 - the key: unknown → 404; rotated and past its grace period (or revoked) → 401;
 - origin allowlist on ``Origin`` (``Referer`` only when Origin is absent; ``Origin: null`` is a
@@ -20,7 +20,6 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
 
 from flask import Response, g, request
 from sqlalchemy import select
@@ -28,18 +27,11 @@ from sqlalchemy import select
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import AssistantKey, Organization, Setting
+from kbframework.orgs.origins import DEFAULT_LIMITS, LIMIT_RANGES, normalize_origin  # noqa: F401
 
 log = logging.getLogger("kbframework.embed")
 
 API_VERSIONS = ("v1",)
-DEFAULT_LIMITS = {
-    "max_message_chars": 1000,    # one visitor message
-    "max_history_messages": 6,    # entries in "history"
-    "max_history_chars": 8000,    # all history contents together (assistant turns counted up to 1,500)
-    "max_body_bytes": 65536,      # the raw request body
-}
-LIMIT_RANGES = {"max_message_chars": (1, 4000), "max_history_messages": (0, 20),
-                "max_history_chars": (0, 50000), "max_body_bytes": (1024, 1048576)}
 ASSISTANT_TURN_CHARS = 1500       # an assistant turn in the history is cut to this (it is our own text)
 FEEDBACK_PER_IP_MINUTE = 30
 
@@ -73,25 +65,6 @@ class RateLimited(KBError):
     def __init__(self, message: str, retry_after: int):
         super().__init__(message, details={"retry_after": retry_after})
         self.retry_after = retry_after
-
-
-def normalize_origin(value: str | None) -> str | None:
-    """``scheme://host[:port]`` in lower case (default ports dropped), or None."""
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        parts = urlsplit(value.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    scheme = parts.scheme.lower()
-    host = parts.hostname.lower()
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    default = 443 if scheme == "https" else 80
-    return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
 
 
 # --------------------------------------------------------------------------- keys

@@ -54,7 +54,7 @@ def _secrets(ciphertext: str | None) -> dict:
     return dict(value)
 
 
-# One query string records a delivery (one round trip, one implicit transaction): the §23 check against the stored document (the same
+# One query string records a delivery (one round trip, one implicit transaction): the freshness check against the stored document (the same
 # rule as knowledge.is_stale_timestamp: older, or equal while the document is live, is
 # stale), the insert that ignores a repeated delivery id, and last_webhook_at to the second
 # (touched at most once a second, so a burst does not queue on the source's row lock).
@@ -136,7 +136,7 @@ def receive(type_, source_id):
     raw = request.get_data(cache=True)
     verdict = connector.handle_webhook(dict(request.headers), raw, _secrets(ciphertext))
     # verdict: {"ok": bool, "kind": "ping"|"item"|"ignored", "delivery_id", "topic", "external_id",
-    #           "event", "reason", "source_modified_at" (optional: the payload's timestamp, for §23)}
+    #           "event", "reason", "source_modified_at" (optional: the payload's timestamp, for the freshness rule)}
     if not verdict.get("ok"):
         _reject(org_id, sid, verdict)
         raise KBError(verdict.get("reason") or "The webhook signature is not valid.", code="bad_signature",

@@ -22,7 +22,7 @@ for extra in (ROOT, ROOT / "plugins" / "woocommerce"):
         sys.path.insert(0, str(extra))
 
 from kbframework_woocommerce.webhooks import classify_delivery, compute_signature, verify_signature  # noqa: E402
-from tests.fakes.woocommerce_server import FakeWooStore, php_json_encode  # noqa: E402
+from fakes.woocommerce_server import FakeWooStore, php_json_encode  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "woocommerce"
 EXAMPLES = DATA / "rest_api_v3" / "examples"

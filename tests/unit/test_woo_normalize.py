@@ -19,7 +19,7 @@ from kbframework_woocommerce.normalize import (  # noqa: E402
     cheap_fields, mapping_fingerprint, normalize_mapping, product_to_draft, validate_mapping,
     _html_text, _price_html_amounts,
 )
-from tests.fakes.woocommerce_server import FakeWooStore  # noqa: E402
+from fakes.woocommerce_server import FakeWooStore  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "woocommerce"
 EXAMPLES = DATA / "rest_api_v3" / "examples"

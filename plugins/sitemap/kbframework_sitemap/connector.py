@@ -1,4 +1,4 @@
-"""The ``sitemap`` source type: the pages listed in sitemaps the admin chose (spec §3).
+"""The ``sitemap`` source type: the pages listed in sitemaps the admin chose.
 
 Sync:
 

@@ -43,7 +43,7 @@ _CITY = ["acf.city", "acf.venue_city", "meta.city", "meta.venue_city"]
 
 
 def default_role(post_type: str) -> str:
-    """§18: event/tribe_events → event, product → product, post/page/anything else → article."""
+    """Roles by post type: event/tribe_events → event, product → product, post/page/anything else → article."""
     if post_type in EVENT_TYPES or post_type.endswith("_event") or post_type.endswith("_events"):
         return "event"
     if post_type == "product":

@@ -20,7 +20,7 @@ Authentication, with the source's ``webhook_secret`` (constant-time comparisons)
 
 Whatever the body says, the item is always re-fetched from the REST API (event
 ``updated``): the site, not the webhook, decides whether the post is published, changed,
-trashed or deleted, and the §23 timestamp rule ignores stale deliveries. A delivery id
+trashed or deleted, and the freshness rule ignores stale deliveries. A delivery id
 (``X-KB-Delivery-ID`` / ``X-Delivery-ID`` / ``X-Request-ID`` / ``Idempotency-Key``, else
 derived from the post's id + modification time + status + body hash when the body carries
 a modification time) lets the host ignore repeated deliveries.

@@ -1,4 +1,4 @@
-"""The "events" preset (§9): the events concierge preset (mode events) for nightlife and venue sites."""
+"""The "events" preset: the events concierge preset (mode events) for nightlife and venue sites."""
 from kbframework import hookimpl
 
 

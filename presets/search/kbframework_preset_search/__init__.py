@@ -1,4 +1,4 @@
-"""The "search" preset (§9): the neutral site search preset (mode search, no role boost)."""
+"""The "search" preset: the neutral site search preset (mode search, no role boost)."""
 from kbframework import hookimpl
 
 

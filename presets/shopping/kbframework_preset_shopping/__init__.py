@@ -1,4 +1,4 @@
-"""The "shopping" preset (§9): the shopping assistant preset (mode recommendation) for WooCommerce shops."""
+"""The "shopping" preset: the shopping assistant preset (mode recommendation) for WooCommerce shops."""
 from kbframework import hookimpl
 
 

@@ -1,5 +1,5 @@
 """The preset itself: mode, prompt template ({brand}), retrieval defaults, role boosts after
-fusion (§19: product > support > article > manual; ×1.3, ×1.1, then ×1.0, never a filter), card types and
+fusion (product > support > article > manual; ×1.3, ×1.1, then ×1.0, never a filter), card types and
 fallback text."""
 from kbframework import Preset
 

@@ -1,4 +1,4 @@
-"""The "support" preset (§9): the support and helpdesk preset (mode support)."""
+"""The "support" preset: the support and helpdesk preset (mode support)."""
 from kbframework import hookimpl
 
 

@@ -1,5 +1,5 @@
 """The preset itself: mode, prompt template ({brand}), retrieval defaults, role boosts after
-fusion (§19: support > manual > article; ×1.3, ×1.1, then ×1.0, never a filter), card types and
+fusion (support > manual > article; ×1.3, ×1.1, then ×1.0, never a filter), card types and
 fallback text."""
 from kbframework import Preset
 

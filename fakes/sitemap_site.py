@@ -195,7 +195,7 @@ class SitemapSite:
 
 
 def serve_forever(data_dir: str, delay: float, extra_pages: int) -> None:
-    """``python -m tests.fakes.sitemap_site DATA_DIR DELAY EXTRA``: serve in this process,
+    """``python -m fakes.sitemap_site DATA_DIR DELAY EXTRA``: serve in this process,
     print the URL, stop when stdin closes (benchmarks run the site outside the crawler's
     process, so both do not share one GIL)."""
     import sys

@@ -1,0 +1,3 @@
+"""Local servers that speak the protocols of services unreachable from here (a merchant's
+WooCommerce store, an OpenAI-compatible API, a website with sitemaps). The tests and
+``make bench`` both use them; nothing in the product imports them."""
