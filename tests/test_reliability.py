@@ -404,6 +404,26 @@ def test_note_saved_during_a_redis_outage_is_indexed_once_redis_is_back(kb_admin
     assert count("SELECT count(*) FROM job_outbox") == 0
 
 
+def test_pdf_uploaded_during_a_redis_outage_is_indexed_once_redis_is_back(kb_admin, kb_services, redis_outage,
+                                                                          shared_data):
+    import io
+
+    pytest.importorskip("kbframework_pdf")
+    stop, start = redis_outage
+    data = (shared_data / "pdfs" / "multicolumn.pdf").read_bytes()
+    stop()
+    r = kb_admin.post("/api/admin/v1/upload/pdf", data={"file": (io.BytesIO(data), "columns.pdf")},
+                      content_type="multipart/form-data")
+    assert r.status_code == 202, r.get_data(as_text=True)
+    doc = r.get_json()
+    assert doc["accepted"] is True and doc["indexing"] == "pending" and "indexed as soon as" in doc["message"]
+    start()
+    burst_worker(kb_services)
+    doc = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()
+    assert doc["status"] == "active" and doc["chunk_count"] > 0
+    assert count("SELECT count(*) FROM job_outbox") == 0
+
+
 # ----------------------------------------------------------------------------- exit codes and stuck runs
 
 
