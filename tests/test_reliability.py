@@ -155,6 +155,16 @@ def test_worker_killed_mid_sync_the_sync_is_retried_and_completes(kb_source, kb_
     w1.kill()
     with session_scope() as s:
         assert s.get(Source, uuid.UUID(src.id)).status == "syncing"
+    # once its lease has run out, a listing says so, and leaves the failing to the workers' sweep
+    from rq.job import Job
+
+    from kbframework.jobs.listing import list_jobs
+    from kbframework.jobs.queues import get_redis
+
+    time.sleep(3.5)
+    running = {j["id"]: j for j in list_jobs(["running"])}
+    assert "its worker seems gone" in running[job.id]["reason"]
+    assert Job.fetch(job.id, connection=get_redis()).get_status() == "started"
 
     t0 = time.time()
     workers()
