@@ -155,6 +155,16 @@ def test_worker_killed_mid_sync_the_sync_is_retried_and_completes(kb_source, kb_
     w1.kill()
     with session_scope() as s:
         assert s.get(Source, uuid.UUID(src.id)).status == "syncing"
+    # once its lease has run out, a listing says so, and leaves the failing to the workers' sweep
+    from rq.job import Job
+
+    from kbframework.jobs.listing import list_jobs
+    from kbframework.jobs.queues import get_redis
+
+    time.sleep(3.5)
+    running = {j["id"]: j for j in list_jobs(["running"])}
+    assert "its worker seems gone" in running[job.id]["reason"]
+    assert Job.fetch(job.id, connection=get_redis()).get_status() == "started"
 
     t0 = time.time()
     workers()
@@ -401,6 +411,26 @@ def test_note_saved_during_a_redis_outage_is_indexed_once_redis_is_back(kb_admin
     doc = kb_admin.get(f"/api/admin/v1/documents/{note['id']}").get_json()
     assert doc["status"] == "active" and doc["chunk_count"] > 0
     assert "17:30" in " ".join(c["content"] for c in doc["chunks"])
+    assert count("SELECT count(*) FROM job_outbox") == 0
+
+
+def test_pdf_uploaded_during_a_redis_outage_is_indexed_once_redis_is_back(kb_admin, kb_services, redis_outage,
+                                                                          shared_data):
+    import io
+
+    pytest.importorskip("kbframework_pdf")
+    stop, start = redis_outage
+    data = (shared_data / "pdfs" / "multicolumn.pdf").read_bytes()
+    stop()
+    r = kb_admin.post("/api/admin/v1/upload/pdf", data={"file": (io.BytesIO(data), "columns.pdf")},
+                      content_type="multipart/form-data")
+    assert r.status_code == 202, r.get_data(as_text=True)
+    doc = r.get_json()
+    assert doc["accepted"] is True and doc["indexing"] == "pending" and "indexed as soon as" in doc["message"]
+    start()
+    burst_worker(kb_services)
+    doc = kb_admin.get(f"/api/admin/v1/documents/{doc['id']}").get_json()
+    assert doc["status"] == "active" and doc["chunk_count"] > 0
     assert count("SELECT count(*) FROM job_outbox") == 0
 
 

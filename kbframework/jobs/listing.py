@@ -58,12 +58,21 @@ def list_jobs(states=STATES, limit: int = 200, organization_id: str | None = Non
     from kbframework.jobs.queues import QUEUE_NAMES, get_redis, queue
 
     r = get_redis()
+    now = datetime.now().timestamp()
     out: list[dict] = []
+    leases: dict = {}
     for name in QUEUE_NAMES:
         q = queue(name)
         groups = []
         if "running" in states:
-            groups.append(("running", StartedJobRegistry(queue=q).get_job_ids()))
+            # read without RQ's cleanup: a listing (in a web request, in any organization's
+            # scope) must not be where abandoned jobs are failed; the workers' sweep does that
+            started = StartedJobRegistry(queue=q)
+            leases = {}
+            for member, score in r.zrange(started.key, 0, -1, withscores=True):
+                job_id = (member.decode() if isinstance(member, bytes) else str(member)).split(":", 1)[0]
+                leases[job_id] = max(score, leases.get(job_id, 0))
+            groups.append(("running", list(leases)))
         if "queued" in states:
             groups.append(("queued", q.get_job_ids()))
         if "scheduled" in states:
@@ -76,7 +85,10 @@ def list_jobs(states=STATES, limit: int = 200, organization_id: str | None = Non
             for job in Job.fetch_many(list(dict.fromkeys(ids))[:4 * limit], connection=r):
                 if job is None or (state == "retried" and not (job.meta or {}).get("failures")):
                     continue
-                out.append(_describe(job, state, name))
+                row = _describe(job, state, name)
+                if state == "running" and leases.get(job.id, float("inf")) < now:
+                    row["reason"] = "no heartbeat: its worker seems gone; the next sweep retries it"
+                out.append(row)
     if "held" in states:
         out.extend(held_jobs(limit))
     if organization_id is not None:
