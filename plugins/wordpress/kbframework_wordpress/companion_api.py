@@ -23,6 +23,7 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from kbframework.orgs.accounts import as_uuid
+from kbframework import tenancy
 from kbframework.db import session_scope
 from kbframework.errors import Forbidden, KBError, NotFound, ValidationFailed
 from kbframework.models import AssistantKey, Organization, Setting, Source
@@ -147,6 +148,7 @@ def exchange():
     data = cp.clean_exchange(request.get_json(silent=True))
     record = cp.take_code(data["code"])  # consumed now, whatever happens next
     org_id = as_uuid(record["org"])
+    tenancy.set_scope(org_id)  # the code names the organization: the rest of the request is its
     origin = cp.site_origin(data["site_url"])
     connector = registry.source_type("wordpress")
     with session_scope() as s:
@@ -211,6 +213,12 @@ def disconnect():
         sid = as_uuid(body["source_id"])
     except (ValueError, TypeError, KBError):
         raise NotFound("No such connection.")
+    with tenancy.system("find a connected WordPress site's source by its id"), session_scope() as s:
+        found = s.get(Source, sid)
+        org_id = found.organization_id if found is not None else None
+    if org_id is None:
+        raise NotFound("No such connection.")
+    tenancy.set_scope(org_id)  # the signature below proves the caller speaks for this source
     with session_scope() as s:
         src = s.get(Source, sid)
         if src is None or src.type != "wordpress" or not (src.config or {}).get("companion"):
