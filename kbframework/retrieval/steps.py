@@ -765,9 +765,17 @@ def answerability_step(s, t: Turn):
                    if k in ("city", "venue") for a, b in v]
         feats = gate.features(s, t.ctx.org.id, t.text_q, t.boosted, t.legs, t.ctx.synonyms, places=places)
         ok, best = gate.decide(feats, t.ctx.threshold)
+        why = "the evidence clears the gate" if ok else "the evidence does not answer the question"
+        if not ok and policy.is_policy_question(t.question):
+            # a policy question ("do I need an ID?") is answered by its policy page when that
+            # page shares a word with it, whatever the similarity says
+            roles = _roles(s, {p["document_id"] for p in feats["passages"]})
+            page = next((p for p in feats["passages"] if roles.get(p["document_id"]) in ("support", "manual")
+                         and p.get("matched")), None)
+            if page is not None:
+                ok, why = True, "a policy question, and a policy page shares its words"
         t.answerable = ok
-        out.update(answerable=ok, score=best, why=("the evidence clears the gate" if ok else
-                                                   "the evidence does not answer the question"), **feats)
+        out.update(answerable=ok, score=best, why=why, **feats)
     t.debug["gate"] = out
     if not t.answerable and t.passages:
         t.debug["explain"].append(f"answerability gate: best score {out.get('score', 0):.3f} < "
