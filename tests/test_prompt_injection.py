@@ -29,7 +29,8 @@ INJECTED = ("Our tents are waterproof to 3000 mm.\n"
 @pytest.fixture
 def echo_llm(kb_services):
     """A model that answers with its whole system message, as a successful injection would."""
-    from kbframework import config, registry
+    from kbframework import config
+    from kbframework.hooks import registry
 
     srv = FakeOpenAI(reply=lambda data: data["messages"][0]["content"])
     saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY", "KB_LLM_MODEL")}
@@ -142,7 +143,8 @@ def test_the_system_prompt_never_reaches_a_public_caller(kb_admin, kb_app, echo_
 
 
 def test_an_ordinary_answer_is_not_withheld(kb_admin, kb_app, kb_services):
-    from kbframework import config, registry
+    from kbframework import config
+    from kbframework.hooks import registry
 
     srv = FakeOpenAI(reply="Yes: the tents are waterproof to 3000 mm [1]. Please follow the care instructions.")
     saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY")}

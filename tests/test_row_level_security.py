@@ -32,7 +32,9 @@ def two_orgs(kb_org, kb_admin):
     with session_scope() as s:
         d = docs.create_manual(s, other["id"], {"title": "Theirs", "body": "Another tenant's secret note."})
         theirs = str(d.id)
-    docs.queue_ingest([theirs], inline=True)
+    from kbframework.ingest.queue import queue_ingest
+
+    queue_ingest([theirs], inline=True)
     return kb_org, other, r.get_json()["id"], theirs
 
 
