@@ -101,7 +101,7 @@ def test_answers_are_served_by_the_standby_and_writes_go_to_the_primary(read_rep
 def test_services_status_shows_replication_lag(read_replica, kb_services):
     from click.testing import CliRunner
 
-    from kbframework.cli import main
+    from kbframework.cli.commands import cli as main
 
     res = CliRunner().invoke(main, ["services", "status"])
     assert "read replica (DATABASE_READ_URL): in recovery" in res.output, res.output
