@@ -52,6 +52,10 @@ def _check() -> None:
         return
     mimetype = request.mimetype or ""
     if mimetype in FORM_TYPES:
+        if mimetype == "application/x-www-form-urlencoded":
+            # keep the raw bytes readable after parsing: a webhook's signature is computed
+            # over them (WooCommerce's ping is such a form body)
+            request.get_data(cache=True)
         for k, v in request.form.items(multi=True):
             check_text(k, "A form field name")
             check_text(v, f"The form field '{k[:40]}'")
