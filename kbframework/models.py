@@ -215,6 +215,7 @@ class Setting(Base):
     knowledge: Mapped[str | None] = mapped_column(String(20))
     char_budget: Mapped[int] = mapped_column(Integer, default=18000, nullable=False, server_default="18000")
     weekend_starts_friday: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False, server_default=text("false"))
+    place_names: Mapped[list] = mapped_column(JSONB, default=list, nullable=False, server_default=text("'[]'::jsonb"))
     answer_threshold: Mapped[float | None] = mapped_column(Float)
     synonyms: Mapped[dict] = mapped_column(JSONB, default=dict, nullable=False, server_default=text("'{}'::jsonb"))
     query_planner: Mapped[bool] = mapped_column(Boolean, default=True, nullable=False, server_default=text("true"))

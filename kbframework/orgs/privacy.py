@@ -84,11 +84,12 @@ def _as_uuid(v):
 
 def purge_expired(now: datetime | None = None) -> dict:
     """Delete conversations and feedback older than each organization's retention."""
+    from kbframework import tenancy
     from kbframework.db import session_scope
 
     now = now or datetime.now(timezone.utc)
     out = {}
-    with session_scope() as s:
+    with tenancy.system("retention purge of every organization"), session_scope() as s:
         rows = s.execute(select(Organization.id, Organization.slug, Setting.retention_days)
                          .outerjoin(Setting, Setting.organization_id == Organization.id)).all()
         for oid, slug, days in rows:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-TYPES = ("str", "text", "int", "float", "bool", "choice", "json", "time", "timezone", "color", "url")
+TYPES = ("str", "text", "int", "float", "bool", "choice", "json", "list", "time", "timezone", "color", "url")
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,8 @@ class Declared:
             return "https://… or /path"
         if self.type == "json":
             return "a JSON object"
+        if self.type == "list":
+            return "names, one per line or comma-separated"
         if self.max_length:
             return f"up to {self.max_length:,} characters"
         return ""
@@ -157,6 +159,9 @@ SETTINGS: tuple[Declared, ...] = (
              "Night ends at", "retrieval"),
     Declared("weekend_starts_friday", "bool", False, "“This weekend” starts on Friday 18:00.",
              "Weekend starts Friday evening", "retrieval", extra_path=("weekend_starts_friday",)),
+    Declared("place_names", "list", [], "Places the assistant should recognise in questions besides the "
+             "built-in list of large cities (towns, districts, venues you have no documents for).",
+             "Place names", "retrieval", extra_path=("place_names",)),
     Declared("answer_threshold", "float", None, "How sure the answerability gate must be before the assistant "
              "answers (higher: more “I don't know”). Empty: the calibrated default.", "Answer threshold",
              "retrieval", min=-1.0, max=3.0, nullable=True, extra_path=("answer_threshold",)),

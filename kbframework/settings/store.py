@@ -38,8 +38,8 @@ def coerce(d: Declared, raw: Any, *, from_text: bool = False) -> Any:
     if raw is None:
         if d.nullable:
             return None
-        if d.type == "json":
-            return {}
+        if d.type in ("json", "list"):
+            return {} if d.type == "json" else []
         raise ValueError("needs a value")
     t = d.type
     if t == "bool":
@@ -69,6 +69,15 @@ def coerce(d: Declared, raw: Any, *, from_text: bool = False) -> Any:
         if d.min is not None and v < d.min or d.max is not None and v > d.max:
             raise ValueError(f"must be between {d.range_text()}" if d.max is not None else f"must be {d.range_text()}")
         return v
+    if t == "list":
+        if isinstance(raw, str):
+            raw = [x.strip() for x in raw.replace("\n", ",").split(",")]
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise ValueError("must be a list of names")
+        out = [x.strip() for x in raw if x.strip()]
+        if len(out) > 500 or any(len(x) > 100 for x in out):
+            raise ValueError("takes at most 500 names of up to 100 characters")
+        return out
     if t == "json":
         if isinstance(raw, str):
             try:

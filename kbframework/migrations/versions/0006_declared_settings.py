@@ -24,6 +24,7 @@ COLUMNS = (
     ("knowledge", sa.String(20), None, ("knowledge",)),
     ("char_budget", sa.Integer(), "18000", ("char_budget",)),
     ("weekend_starts_friday", sa.Boolean(), sa.text("false"), ("weekend_starts_friday",)),
+    ("place_names", postgresql.JSONB(), sa.text("'[]'::jsonb"), ("place_names",)),
     ("answer_threshold", sa.Float(), None, ("answer_threshold",)),
     ("synonyms", postgresql.JSONB(), sa.text("'{}'::jsonb"), ("synonyms",)),
     ("query_planner", sa.Boolean(), sa.text("true"), ("query_planner",)),
@@ -60,7 +61,7 @@ def _coerce(col_type, v):
         if isinstance(col_type, sa.Float):
             return float(v)
         if isinstance(col_type, postgresql.JSONB):
-            return json.dumps(v) if isinstance(v, dict) else None
+            return json.dumps(v) if isinstance(v, (dict, list)) else None
         return str(v)
     except (TypeError, ValueError):
         return None
@@ -89,7 +90,7 @@ def upgrade() -> None:
         elif budget.get("monthly_usd"):
             values.update(budget_unit="cost", budget_limit=float(budget["monthly_usd"]))
         if values:
-            sets = ", ".join(f"{k} = CAST(:{k} AS jsonb)" if k in ("chunking", "prices") else f"{k} = :{k}"
+            sets = ", ".join(f"{k} = CAST(:{k} AS jsonb)" if k in ("chunking", "prices", "place_names") else f"{k} = :{k}"
                              for k in values)
             conn.execute(sa.text(f"UPDATE settings SET {sets} WHERE id = :id"), {**values, "id": sid})
     op.drop_column("settings", "extra")
@@ -104,7 +105,7 @@ def downgrade() -> None:
         extra: dict = {}
         for name, _, _, path in COLUMNS:
             v = row[name]
-            if path is None or v is None or v == {}:
+            if path is None or v is None or v in ({}, []):
                 continue
             holder = extra
             for p in path[:-1]:
