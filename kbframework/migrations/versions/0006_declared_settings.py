@@ -90,7 +90,7 @@ def upgrade() -> None:
         elif budget.get("monthly_usd"):
             values.update(budget_unit="cost", budget_limit=float(budget["monthly_usd"]))
         if values:
-            sets = ", ".join(f"{k} = CAST(:{k} AS jsonb)" if k in ("chunking", "prices", "place_names") else f"{k} = :{k}"
+            sets = ", ".join(f"{k} = CAST(:{k} AS jsonb)" if k in ("chunking", "prices", "place_names", "synonyms") else f"{k} = :{k}"
                              for k in values)
             conn.execute(sa.text(f"UPDATE settings SET {sets} WHERE id = :id"), {**values, "id": sid})
     op.drop_column("settings", "extra")
