@@ -68,7 +68,7 @@ def test_list_newest_first_and_every_filter(kb_admin, talk):
     week_ago = (today - timedelta(days=6)).isoformat()
     assert ids(get(**{"from": week_ago, "to": week_ago})) == ["visitor-a"]
     assert "visitor-a" not in ids(get(**{"from": (today - timedelta(days=1)).isoformat()}))
-    assert ids(get(gated="1")) == []
+    assert ids(get(gated="1")) == ["visitor-b"]  # the answerability gate stopped the zebra question
     # pagination
     p1, p2 = get(per_page=2), get(per_page=2, page=2)
     assert p1["pages"] == 2 and len(p1["items"]) == 2 and ids(p2) == ["visitor-a"]
@@ -139,3 +139,19 @@ def test_erase_from_the_admin_deletes_turns_and_feedback(kb_admin, talk):
         assert s.scalar(select(func.count()).select_from(ChatFeedback)) == 0
         assert s.scalar(select(func.count()).select_from(ChatLog)) == 2  # the others stay
     assert kb_admin.delete("/api/admin/v1/conversations/visitor-b").get_json()["chat_logs"] == 1
+
+
+def test_the_answerability_step_marks_a_turn_gated(kb_admin, talk):
+    """The pipeline's own trace: an unanswerable question's answerability step says so."""
+    from kbframework.orgs.conversations import gate_decision
+
+    with session_scope() as s:
+        turns = {x.query: x for x in s.scalars(select(ChatLog))}
+        zebra = turns["do you sell zebra saddles?"]
+        steps = {st["name"]: st for st in (zebra.retrieval_debug or {}).get("steps") or []}
+        if "answerability" not in steps:
+            pytest.skip("this pipeline records no answerability step")
+        expected = "passed" if steps["answerability"]["output"].get("answerable") else "gated"
+        assert gate_decision(zebra.retrieval_debug, zebra.reason) == expected
+    got = ids(kb_admin.get("/api/admin/v1/conversations?gated=1").get_json())
+    assert ("visitor-b" in got) == (expected == "gated")

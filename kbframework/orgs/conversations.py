@@ -6,9 +6,9 @@ turn logged without one is a conversation of its own, named by its chat log id. 
 to turns: a conversation is listed when one of its turns matches all of them, and is then
 shown whole.
 
-"Gated" is the answerability decision: the answer pipeline may record in the turn's trace
-(``debug["gate"]``) whether the evidence was judged to answer the question, or end a turn with
-a gate reason. Turns logged without such a decision are neither gated nor passed.
+"Gated" is the answerability decision: the traced ``answerability`` step records whether the
+evidence was judged to answer the question (``debug["steps"]``); a ``debug["gate"]`` flag or a
+gate reason counts too. Turns logged without such a decision are neither gated nor passed.
 """
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ def gate_decision(debug: dict | None, reason: str | None = None) -> str | None:
     """"gated", "passed" or None (no decision recorded)."""
     if reason in GATE_REASONS:
         return "gated"
+    for step in (debug or {}).get("steps") or []:  # the traced answerability step
+        if isinstance(step, dict) and step.get("name") == "answerability" and \
+                isinstance((step.get("output") or {}).get("answerable"), bool):
+            return "passed" if step["output"]["answerable"] else "gated"
     gate = (debug or {}).get("gate")
     if isinstance(gate, dict):
         for k in GATE_FLAGS:
@@ -52,7 +56,8 @@ def gate_decision(debug: dict | None, reason: str | None = None) -> str | None:
 
 def _gated_sql():
     g = ChatLog.retrieval_debug["gate"]
-    return or_(ChatLog.reason.in_(GATE_REASONS), g["decision"].astext.in_(("fallback", "refuse", "gated")),
+    return or_(ChatLog.reason.in_(GATE_REASONS),
+               ChatLog.retrieval_debug["steps"].contains([{"name": "answerability", "output": {"answerable": False}}]), g["decision"].astext.in_(("fallback", "refuse", "gated")),
                *[g[k].astext == "false" for k in GATE_FLAGS])
 
 

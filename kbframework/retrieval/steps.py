@@ -258,15 +258,15 @@ def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: lis
     t0 = time.perf_counter()
     dbg = {"provider": llm.name, "model": llm.model}
     try:
-        if llm.quotes_passages:
-            res = llm.complete(messages, passages=passages, question=question,
-                               stream=on_token is not None, on_token=on_token)
-        else:
-            from kbframework.orgs.budget import spending
+        from kbframework.orgs.budget import spending
 
-            with spending(ctx.org.id):
+        with spending(ctx.org.id):  # offline answers are metered too: a token budget counts them
+            if llm.quotes_passages:
+                res = llm.complete(messages, passages=passages, question=question,
+                                   stream=on_token is not None, on_token=on_token)
+            else:
                 res = llm.complete(messages, stream=on_token is not None, on_token=on_token)
-                _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
+            _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
     except Exception as exc:
         from kbframework.orgs.budget import BudgetExceeded
 
