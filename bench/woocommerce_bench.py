@@ -77,7 +77,7 @@ def run(n_products: int = N_PRODUCTS, concurrency: int = CONCURRENCY, deliveries
         with session_scope() as s:
             org = create_org(s, f"Woo bench {stamp}", "Europe/Belgrade", f"woo-bench-{stamp}")
             st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
-            st.extra = {**(st.extra or {}), "allow_private_network": True}
+            st.allow_private_network = True
             src = create_source(s, org.id, {"type": "woocommerce", "name": "Bench shop", "config": {
                 "store_url": store.url, "consumer_key": store.consumer_key,
                 "consumer_secret": store.consumer_secret, "webhook_secret": secret}})

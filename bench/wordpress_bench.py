@@ -45,7 +45,7 @@ def _org(name: str):
     with session_scope() as s:
         org = create_org(s, f"{name} {stamp}", "Europe/Belgrade", f"{name.lower().replace(' ', '-')}-{stamp}")
         st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
-        st.extra = {**(st.extra or {}), "allow_private_network": True}
+        st.allow_private_network = True
         return org.id
 
 

@@ -50,7 +50,7 @@ def _org():
     with session_scope() as s:
         org = create_org(s, f"Companion {stamp}", "Europe/Belgrade", f"companion-{stamp}")
         st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
-        st.extra = {**(st.extra or {}), "allow_private_network": True}
+        st.allow_private_network = True
         return org.id
 
 

@@ -266,20 +266,24 @@ class ScratchSource:
         return answer(self.org["id"], question, mode=mode, now=now, history=history or [], channel="admin")
 
 
-def set_org_extra(org: dict, **values) -> None:
-    """Change an organization's ``settings.extra`` (e.g. allow_private_network=True)."""
-    from sqlalchemy import select
-
+def set_org_settings(org: dict, **values) -> None:
+    """Change an organization's declared settings as the operator would (``kbf org set``), e.g.
+    ``allow_private_network=True``: validated, operator-only settings included."""
+    from kbframework import settings as declared
     from kbframework.orgs.accounts import as_uuid
     from kbframework.db import session_scope
-    from kbframework.models import Setting
 
     with session_scope() as s:
-        st = s.scalar(select(Setting).where(Setting.organization_id == as_uuid(org["id"])))
-        if st is None:
-            st = Setting(organization_id=as_uuid(org["id"]), extra={})
-            s.add(st)
-        st.extra = {**(st.extra or {}), **values}
+        declared.apply(s, as_uuid(org["id"]), values, operator=True)
+
+
+def set_org_extra(org: dict, **values) -> None:
+    """The old name of :func:`set_org_settings`; nested keys of the former ``settings.extra``
+    (``branding``, ``budget``) are translated."""
+    from kbframework.settings import legacy_extra
+
+    set_org_settings(org, **{**legacy_extra(values), **{k: v for k, v in values.items()
+                                                        if k not in ("branding", "budget")}})
 
 
 @pytest.fixture
@@ -296,7 +300,7 @@ def kb_source(kb_org):
         from kbframework.sources.config import create_source
 
         if allow_private_network:
-            set_org_extra(kb_org, allow_private_network=True)
+            set_org_settings(kb_org, allow_private_network=True)
         with session_scope() as s:
             src = create_source(s, kb_org["id"], {"type": type_name, "name": name or f"scratch {type_name}",
                                                   "config": config or {}, "sync_interval_minutes": interval})

@@ -105,20 +105,11 @@ def seed(org_id, docs: list[dict]) -> dict[str, str]:
     return out
 
 
-def set_settings(org_id, **cols):
-    """Change the organization's settings row (``extra`` is merged)."""
-    from sqlalchemy import select
+def set_settings(org_id, **values):
+    """Change the organization's declared settings, as the operator (validated)."""
+    from kbframework.testing import set_org_settings
 
-    from kbframework.db import session_scope
-    from kbframework.models import Setting
-
-    with session_scope() as s:
-        st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
-        for k, v in cols.items():
-            if k == "extra":
-                st.extra = {**(st.extra or {}), **v}
-            else:
-                setattr(st, k, v)
+    set_org_settings({"id": org_id}, **values)
 
 
 def titles(cards) -> list[str]:

@@ -699,9 +699,10 @@ def test_settings_save_presets_branding_and_show_errors(admin):
     assert r.status_code == 302, text(r)
     st = admin.get("/api/admin/v1/settings").get_json()
     assert st["brand"] == "Club Nine" and st["retrieval_limit"] == 4 and st["night_cutoff"] == "06:00"
-    assert st["extra"]["branding"] == {"color": "#aa3355", "logo": "https://club.example/logo.png",
-                                       "title": "Club Nine", "welcome": "Hey! Ask about tonight."}
-    assert st["extra"]["fallback_text"] == "Sorry, no idea — call us."
+    assert {k: st[f"branding_{k}"] for k in ("color", "logo", "title", "welcome")} == {
+        "color": "#aa3355", "logo": "https://club.example/logo.png", "title": "Club Nine",
+        "welcome": "Hey! Ask about tonight."}
+    assert st["fallback_text"] == "Sorry, no idea — call us."
     from kbframework.db import session_scope
     from kbframework.models import Organization
 
@@ -720,7 +721,7 @@ def test_settings_save_presets_branding_and_show_errors(admin):
     bad = {**data, "brand": "Evil", "branding_color": "red", "retrieval_limit": "lots"}
     r = form_post(admin, "/admin/settings", bad, admin.csrf)
     assert r.status_code == 400
-    assert "Use a colour like #2f6fed." in text(r) and "Retrieval limit must be a number." in text(r)
+    assert "Use a colour like #2f6fed." in text(r) and "Passages per answer must be a whole number." in text(r)
     assert 'value="Evil"' in text(r)
     r = form_post(admin, "/admin/settings", {**data, "retrieval_limit": "50", "timezone": "Mars/Base"}, admin.csrf)
     assert r.status_code == 400 and "Some settings are not valid." in text(r)

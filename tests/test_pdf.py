@@ -226,7 +226,7 @@ def test_embedding_model_switch_serves_answers_throughout(kb_admin, kb_register_
         "title": "Return policy", "body": "Items can be returned within 30 days for a refund."}).get_json()
     b = kb_admin.post("/api/admin/v1/documents/manual?wait=1", json={
         "title": "Shipping", "body": "Parcels ship within two business days by courier."}).get_json()
-    r = kb_admin.put("/api/admin/v1/settings", json={"extra": {"embedding_provider": "hash64"}})
+    r = kb_admin.put("/api/admin/v1/settings", json={"embedding_provider": "hash64"})
     assert r.status_code == 200 and r.get_json().get("reindex_queued") is True
 
     def ask(q):

@@ -63,7 +63,7 @@ def test_tenant_admin_cannot_enable_without_delegation(kb_admin, site, operator)
     assert r.status_code == 403, r.get_data(as_text=True)
     assert r.get_json()["error"]["code"] == "private_network_not_delegated"
     assert "operator" in r.get_json()["error"]["message"]
-    assert kb_admin.get("/api/admin/v1/settings").get_json()["extra"].get("allow_private_network") is not True
+    assert kb_admin.get("/api/admin/v1/settings").get_json()["allow_private_network"] is not True
     # switching it off (narrowing) is always fine; a non-boolean is a clear 400
     assert kb_admin.put("/api/admin/v1/settings", json={"extra": {"allow_private_network": False}}).status_code == 200
     r = kb_admin.put("/api/admin/v1/settings", json={"extra": {"allow_private_network": "yes"}})

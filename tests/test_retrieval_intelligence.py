@@ -47,7 +47,7 @@ def test_kbf_filters_shows_every_extractor_and_iso_range(shop):
     assert out["merged"]["date_end"] == "2026-03-30T03:00:00+00:00"
     assert out["merged"]["price_max"] == 30 and out["merged"]["label_groups"] == [["techno"]]
     # the organization's setting reaches the parser: the weekend starts on Friday 18:00
-    set_settings(shop["id"], extra={"weekend_starts_friday": True})
+    set_settings(shop["id"], weekend_starts_friday=True)
     r = CliRunner().invoke(main, ["filters", "--org", "test-org", "--now", NOW.isoformat(), "--json", "this weekend"])
     assert json.loads(r.output)["merged"]["date_start"] == "2026-03-27T17:00:00+00:00"
     # the night cut-off is a setting too: with 07:00 "tonight" ends at 07:00 local
@@ -217,7 +217,7 @@ def test_llm_rewrites_follow_ups_and_falls_back_offline(shop, fake_llm):
 
 def test_pre_filter_empty_no_llm_call_and_labelled_alternatives(kb_org, fake_llm):
     seed(kb_org["id"], [e for e in EVENTS if e["title"] != "Techno Last Week"])
-    set_settings(kb_org["id"], extra={"query_planner": False})
+    set_settings(kb_org["id"], query_planner=False)
     res = answer(kb_org["id"], "techno next month under €5", mode="events", now=NOW)
     assert res["debug"]["reason"] == "pre_filter_empty"
     assert res["answer"].startswith("I couldn't find any events matching that")  # the events preset's text
@@ -234,7 +234,7 @@ def test_pre_filter_empty_no_llm_call_and_labelled_alternatives(kb_org, fake_llm
 def test_nothing_above_the_floor_is_judged_per_leg(kb_org, fake_llm):
     seed(kb_org["id"], SUPPORT + [{"title": "Zephyrine care guide", "role": "support",
                                    "body": "# Zephyrine care guide\n\nWash the Zephyrine cover cold."}])
-    set_settings(kb_org["id"], similarity_floor=0.99, extra={"query_planner": False})
+    set_settings(kb_org["id"], similarity_floor=0.99, query_planner=False)
     res = answer(kb_org["id"], "xylophone quantum chromodynamics", now=NOW)
     assert res["debug"]["reason"] == "no_results_above_threshold"
     assert res["debug"]["legs"] == {"vector_hits_above_floor": 0, "keyword_matches": 0, "floor": 0.99}
@@ -277,7 +277,7 @@ def test_context_budget_diversity_and_general_knowledge(kb_org):
     assert set(docs) == set(ids.values())  # every source gets a passage before any gets a second
     assert len(docs) > 3
     assert "You may add stable general background knowledge" not in res["debug"]["prompt"]
-    set_settings(kb_org["id"], extra={"char_budget": 4000, "knowledge": "general"})
+    set_settings(kb_org["id"], char_budget=4000, knowledge="general")
     res = answer(kb_org["id"], "lantern festival guide", now=NOW)
     ctx = res["debug"]["context"]
     assert sum(len(c["content"]) for c in ctx) <= 4000 or len(ctx) == 1

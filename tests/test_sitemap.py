@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from kbframework.db import session_scope
 from kbframework.models import Chunk, Document
+from kbframework.testing import set_org_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -34,8 +35,7 @@ def site(shared_data):
 
 @pytest.fixture
 def admin(kb_admin):
-    r = kb_admin.put("/api/admin/v1/settings", json={"extra": {"allow_private_network": True}})
-    assert r.status_code == 200
+    set_org_settings(kb_admin.org, allow_private_network=True)  # the operator allows it
     return kb_admin
 
 
@@ -184,7 +184,7 @@ def test_failures_keep_documents_serving(site, admin, kb_admin):
     assert docs(src["id"])[site.url + SUMMER].status == "active"
 
     # private addresses are refused unless the organization allows them
-    kb_admin.put("/api/admin/v1/settings", json={"extra": {"allow_private_network": False}})
+    set_org_settings(kb_admin.org, allow_private_network=False)
     out = sync(src["id"], "full")
     assert out["status"] == "error" and "private" in out["error"], out
     assert len(docs(src["id"])) == n

@@ -37,10 +37,10 @@ def note(admin, title="Return policy", body="You can return items within 30 days
     return r.get_json()
 
 
-def set_budget(org_id, **budget):
-    with session_scope() as s:
-        st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
-        st.extra = {**(st.extra or {}), "budget": budget}
+def set_budget(org_id, tokens=None, cost=None):
+    from kbframework.testing import set_org_settings
+
+    set_org_settings({"id": org_id}, budget_unit="tokens" if tokens else "cost", budget_limit=tokens or cost)
 
 
 def ledger(org_id):
@@ -63,10 +63,11 @@ def test_every_model_call_writes_a_ledger_row(kb_admin, fake_llm):
     assert c.cost_usd == Decimal("0.000036")  # 120 × $0.15/M + 30 × $0.60/M
 
 
-def billable(org):
+def used(org):
+    """This month's tokens, every metered call (what a token budget counts)."""
     from kbframework.orgs import budget
 
-    return budget.status(org)["billable_tokens"]
+    return budget.status(org)["all_tokens"]
 
 
 def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, caplog):
@@ -74,10 +75,11 @@ def test_soft_warning_once_and_hard_stop_without_model_call(kb_admin, fake_llm, 
 
     note(kb_admin)
     org = kb_admin.org["id"]
+    base = used(org)  # the note's embedding
     kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"})
-    per_q = billable(org)  # planner + completion
+    per_q = used(org) - base  # query embedding + planner + completion
     assert per_q >= 150
-    set_budget(org, monthly_tokens=int(per_q * 2.5))
+    set_budget(org, tokens=base + int(per_q * 2.5))
     kb_admin.post("/api/admin/v1/chat", json={"question": "refund?"})  # 2 × per_q = 80 %
     with caplog.at_level(logging.WARNING, logger="kbframework.orgs.budget"):
         assert budget.status(org)["state"] == "warning"
@@ -128,9 +130,10 @@ def test_concurrent_requests_overshoot_by_at_most_one(kb_admin, fake_llm):
 
     note(kb_admin)
     org = kb_admin.org["id"]
+    base = used(org)
     answer(org, "return policy?", channel="public")
-    per_q = billable(org)
-    set_budget(org, monthly_tokens=per_q * 5)  # room for 4 more answers
+    per_q = used(org) - base
+    set_budget(org, tokens=base + per_q * 5)  # room for 4 more answers
     fake_llm.delay = 0.05
     threads = [threading.Thread(target=answer, args=(org, "return policy?"), kwargs={"channel": "public"})
                for _ in range(10)]
@@ -140,7 +143,7 @@ def test_concurrent_requests_overshoot_by_at_most_one(kb_admin, fake_llm):
         t.join()
     made = fake_llm.completions() - 1
     assert 4 <= made <= 5, made
-    assert billable(org) <= per_q * 5 + per_q
+    assert used(org) - base <= per_q * 5 + per_q
 
 
 def test_cli_usage(kb_admin, fake_llm):
@@ -183,3 +186,60 @@ def test_follow_up_rewrite_is_metered(kb_admin, fake_llm):
     assert r.get_json()["debug"]["rewrite"] == "llm"
     rows = [row for row in ledger(kb_admin.org["id"]) if row.purpose == "rewrite"]
     assert len(rows) == 1 and rows[0].provider == "openai" and rows[0].tokens_in == 120
+
+
+def test_a_token_budget_counts_offline_calls_and_stops_every_model_call(kb_admin, monkeypatch):
+    """Offline providers (WordLlama embeddings, the extractive answerer) are metered: a budget
+    of one token stops the public chat, and at the stop not even the query is embedded."""
+    from kbframework.hooks import registry
+    from kbframework.orgs import budget
+    from kbframework.orgs.keys import create_key
+
+    note(kb_admin)
+    org = kb_admin.org["id"]
+    out = kb_admin.post("/api/admin/v1/chat", json={"question": "return policy?"}).get_json()
+    assert out["debug"]["llm"]["provider"] == "extractive"
+    purposes = {r.purpose: r for r in ledger(org)}
+    assert purposes["completion"].provider == "extractive" and purposes["completion"].tokens_in > 0
+    assert purposes["completion"].cost_usd == 0 and purposes["query_embedding"].tokens_in > 0
+    set_budget(org, tokens=1)
+    rows_before = len(ledger(org))
+    calls = []
+    embedder = registry.embedder()
+    real = embedder.embed_batch
+    monkeypatch.setattr(embedder, "embed_batch", lambda texts, *a, **k: calls.append(texts) or real(texts, *a, **k))
+    with session_scope() as s:
+        key = create_key(s, org, ["https://shop.example"]).key
+    r = kb_admin.client.post(f"/api/embed/v1/{key}/chat", json={"message": "return policy?"},
+                             headers={"Origin": "https://shop.example"})
+    assert r.status_code == 200 and r.get_json()["answer"] == budget.EXCEEDED_TEXT
+    assert calls == [] and len(ledger(org)) == rows_before  # no embedding, no completion, nothing metered
+
+
+def test_a_money_budget_ignores_offline_calls(kb_admin):
+    from kbframework.orgs import budget
+
+    note(kb_admin)
+    org = kb_admin.org["id"]
+    set_budget(org, cost=0.01)
+    for q in ("return policy?", "refund?"):
+        out = kb_admin.post("/api/admin/v1/chat", json={"question": q}).get_json()
+        assert out["answer"] != budget.EXCEEDED_TEXT
+    st = budget.status(org)
+    assert st["budget"]["unit"] == "cost" and st["used"] == 0 and st["all_tokens"] > 0 and st["state"] == "ok"
+
+
+def test_budget_validation_names_the_unit(kb_admin):
+    r = kb_admin.put("/api/admin/v1/settings", json={"budget_unit": "tokens"})
+    assert r.status_code == 400 and "budget_limit" in r.get_json()["error"]["details"]
+    r = kb_admin.put("/api/admin/v1/settings", json={"budget_unit": "euros", "budget_limit": 5})
+    assert r.status_code == 400 and "one of: none, tokens, cost" in str(r.get_json())
+    r = kb_admin.put("/api/admin/v1/settings", json={"budget_unit": "cost", "budget_limit": -1})
+    assert r.status_code == 400
+    r = kb_admin.put("/api/admin/v1/settings", json={"budget_unit": "cost", "budget_limit": 25, "budget_soft_pct": 90})
+    assert r.status_code == 200
+    st = r.get_json()
+    assert (st["budget_unit"], st["budget_limit"], st["budget_soft_pct"]) == ("cost", 25.0, 90)
+    # the old nested form is still understood
+    r = kb_admin.put("/api/admin/v1/settings", json={"extra": {"budget": {"monthly_tokens": 5000}}})
+    assert r.status_code == 200 and (r.get_json()["budget_unit"], r.get_json()["budget_limit"]) == ("tokens", 5000.0)

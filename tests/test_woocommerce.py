@@ -71,7 +71,7 @@ def fast_retries(monkeypatch):
 def allow_private(org_id: str) -> None:
     with session_scope() as s:
         st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
-        st.extra = {**(st.extra or {}), "allow_private_network": True}
+        st.allow_private_network = True
 
 
 def add_source(admin, store: FakeWooStore, **config) -> dict:

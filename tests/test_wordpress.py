@@ -27,6 +27,7 @@ from sqlalchemy import select
 
 from kbframework.db import session_scope
 from kbframework.models import Chunk, Document, Source, WebhookEvent
+from kbframework.testing import set_org_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 WP_DIR = ROOT / "tests" / "wordpress"
@@ -115,8 +116,7 @@ def wp_site():
 
 @pytest.fixture
 def allow_loopback(kb_admin):
-    r = kb_admin.put("/api/admin/v1/settings", json={"extra": {"allow_private_network": True}})
-    assert r.status_code == 200, r.get_data(as_text=True)
+    set_org_settings(kb_admin.org, allow_private_network=True)  # the operator allows it
     return kb_admin
 
 
@@ -428,7 +428,7 @@ def test_failures_mark_the_source_and_keep_documents(wp_site, kb_admin):
     assert info["status"] == "error" and "allow_private_network" in info["last_error"]
     assert docs_by_external(src["id"]) == {}
 
-    admin.put("/api/admin/v1/settings", json={"extra": {"allow_private_network": True}})
+    set_org_settings(admin.org, allow_private_network=True)
     assert sync(src["id"])["status"] == "ok"
     served = docs_by_external(src["id"])
     assert set(served) == wp_site.public_ids("posts", "pages", "event")

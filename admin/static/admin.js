@@ -130,10 +130,16 @@
       if (!v) { status.textContent = "Empty: the connector's defaults apply."; return true; }
       try {
         var parsed = JSON.parse(v);
-        if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+        var kind = ta.getAttribute("data-json-kind") || "object";
+        if (kind === "array" && !Array.isArray(parsed)) {
+          status.textContent = "It must be a JSON list: [ … ]."; status.classList.add("bad"); return false;
+        }
+        if (kind === "object" && (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))) {
           status.textContent = "It must be a JSON object: { … }."; status.classList.add("bad"); return false;
         }
-        status.textContent = "✓ Valid JSON · " + Object.keys(parsed).length + " top-level key(s)"; status.classList.add("ok");
+        status.textContent = "✓ Valid JSON · " + (Array.isArray(parsed) ? parsed.length + " item(s)"
+          : parsed !== null && typeof parsed === "object" ? Object.keys(parsed).length + " top-level key(s)" : "a value");
+        status.classList.add("ok");
         return true;
       } catch (e) {
         var m = /position (\d+)/.exec(e.message);

@@ -7,6 +7,6 @@ organization: lookups go through the organization-scoped service functions (docu
 sources, keys, feedback), so another organization's id is a 404. Members read everything;
 every write needs the admin role.
 """
-from kbframework.admin.views import (chat, dashboard, documents, feedback, keys, knowledge,  # noqa: F401
-                                     settings, sources, usage)
+from kbframework.admin.views import (chat, conversations, dashboard, documents, feedback, keys,  # noqa: F401
+                                     knowledge, readable, settings, sources, usage)
 from kbframework.admin.views.base import bp  # noqa: F401

@@ -26,6 +26,7 @@ NAV = (
     ("admin.documents", "Documents", "file"),
     ("admin.knowledge", "Knowledge", "pen"),
     ("admin.chat", "Test chat", "chat"),
+    ("admin.conversations", "Conversations", "talk"),
     ("admin.feedback", "Feedback", "thumb"),
     ("admin.zero_results", "Zero results", "search"),
     ("admin.keys", "Embed keys", "key"),
@@ -36,6 +37,7 @@ SECTION_OF = {  # which nav item an endpoint belongs to
     "admin.source_new": "admin.sources", "admin.source_detail": "admin.sources",
     "admin.document_detail": "admin.documents", "admin.knowledge_new": "admin.knowledge",
     "admin.knowledge_edit": "admin.knowledge", "admin.feedback_detail": "admin.feedback",
+    "admin.conversation_detail": "admin.conversations",
 }
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: https: http:; "
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'")

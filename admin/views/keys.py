@@ -18,7 +18,8 @@ GRACE_CHOICES = (("1h", "1 hour"), ("24h", "24 hours"), ("7d", "7 days"), ("30d"
 @login_required
 def keys():
     with session_scope() as s:
-        items = [keys_mod.key_view(k, request.host_url) for k in keys_mod.list_keys(s, org())]
+        usage = keys_mod.key_usage(s, org())
+        items = [keys_mod.key_view(k, request.host_url, usage) for k in keys_mod.list_keys(s, org())]
     items.sort(key=lambda k: (not k["usable"], k["status"] != "active", k["created_at"] or ""))
     return render_template("admin_keys.html", keys=items, grace_choices=GRACE_CHOICES,
                            new_key=request.args.get("new"))

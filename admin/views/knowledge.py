@@ -114,6 +114,11 @@ def knowledge_edit(doc_id):
         entry = {"title": d.title, "body": d.raw_content or d.normalized_content or "", "tags": ", ".join(d.tags or []),
                  "role": d.document_role, "expires": _expiry_value(d.expires_at), "feedback_id": "",
                  "context": None}
+        if request.args.get("feedback"):  # editing a cited note from a feedback item: come back to it
+            fb, log = fb_service.get_feedback(s, org(), request.args["feedback"])
+            entry["feedback_id"] = str(fb.id)
+            entry["context"] = {"kind": "feedback", "query": log.query, "answer": log.final_answer,
+                                "comment": fb.comment, "id": str(fb.id)}
         doc = {"id": str(d.id), "status": d.status, "chunk_count": d.chunk_count}
         tag_list = _all_tags(s)
     return render_template("admin_knowledge_editor.html", entry=entry, doc=doc, tag_list=tag_list, errors={})
@@ -159,6 +164,8 @@ def _save_manual(doc_id: str | None):
         flash(f"Saved and indexed: {n} chunk{'s' if n != 1 else ''}. The assistant uses it from now on."
               + (" The feedback is marked addressed." if entry["feedback_id"] and request.form.get("mark_addressed")
                  else ""), "ok")
+    if entry["feedback_id"]:  # back where the fix started
+        return redirect(url_for("admin.feedback_detail", feedback_id=entry["feedback_id"]))
     return redirect(url_for("admin.document_detail", doc_id=new_id))
 
 

@@ -56,6 +56,8 @@ def describe_fields(connector) -> list[dict]:
         else:  # Dict, Nested, List of objects, Raw, a connector's own field (a mapping): JSON
             d["widget"] = "json"
         d["mapping"] = d["widget"] == "json" and "mapping" in name
+        # what the JSON editor accepts: a list field takes [ … ], a mapping { … }
+        d["json_kind"] = "array" if isinstance(f, mfields.List) else "any" if type(f) is mfields.Raw else "object"
         out.append(d)
     return out
 
@@ -94,6 +96,9 @@ def config_from_form(fields: list[dict], form, editing: bool) -> tuple[dict, dic
         if raw is None:
             continue
         raw = raw.strip()
+        if raw == "" and fd["widget"] == "json" and fd.get("json_kind") in ("array", "object"):
+            cfg[n] = [] if fd["json_kind"] == "array" else {}  # an emptied editor means "none"
+            continue
         if raw == "":
             if editing and not fd["secret"] and fd["allow_none"]:
                 cfg[n] = None

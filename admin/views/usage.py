@@ -44,6 +44,16 @@ def usage():
     prev = f"{y - (m == 1):04d}-{(m - 2) % 12 + 1:02d}"
     nxt = f"{y + (m == 12):04d}-{m % 12 + 1:02d}"
     this = datetime.now(ZoneInfo(g.org_tz)).strftime("%Y-%m")
+    from flask_login import current_user
+
+    from kbframework import settings as declared
+    from kbframework.admin.views.settings import BUDGET_FIELDS, field_info
+
+    with session_scope() as s:
+        values = declared.current(s, org())
     return render_template("admin_usage.html", u=u, chart=bar_chart(u["days"]), prev=prev,
                            next=nxt if nxt <= this else None,
-                           month_label=date(y, m, 1).strftime("%B %Y"))
+                           month_label=date(y, m, 1).strftime("%B %Y"),
+                           budget_fields=[field_info(declared.BY_NAME[n]) for n in BUDGET_FIELDS],
+                           budget_values={n: values[n] for n in BUDGET_FIELDS},
+                           org_slug=current_user.organization_slug)

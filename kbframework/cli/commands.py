@@ -295,18 +295,6 @@ def org_create(name, tz, slug):
         click.echo(f"created organization {o.slug} ({o.id}), time zone {o.timezone}")
 
 
-@org.command("list")
-def org_list():
-    from sqlalchemy import select
-
-    from kbframework.db import session_scope
-    from kbframework.models import Organization
-
-    with session_scope() as s:
-        for o in s.scalars(select(Organization).order_by(Organization.created_at)):
-            click.echo(f"{o.slug}\t{o.name}\t{o.timezone}\t{o.id}")
-
-
 @cli.group()
 def user():
     """Users and memberships."""
@@ -827,9 +815,9 @@ def usage_cmd(org_slug, month, as_json):
     click.echo(f"{data['month']}: {t['all_tokens']} tokens ({t['billable_tokens']} billable), "
                f"estimated ${t['cost_usd']:.4f}")
     b = data["budget"]
-    if b["monthly_tokens"] or b["monthly_usd"]:
-        click.echo(f"budget: {b['monthly_tokens'] or '-'} tokens / ${b['monthly_usd'] or '-'}; used "
-                   f"{st['percent']}% → {st['state']}")
+    if b["unit"] != "none":
+        limit = f"{b['limit']:,.0f} tokens" if b["unit"] == "tokens" else f"${b['limit']:,.2f}"
+        click.echo(f"budget: {limit} a month; used {st['percent']}% → {st['state']}")
     for p in data["by_purpose"]:
         click.echo(f"  {p['purpose']:<18} {p['calls']:>6} calls {p['tokens']:>10} tokens  ${p['cost_usd']:.4f}")
     for d in data["days"]:
@@ -930,6 +918,7 @@ from kbframework.cli.jobs import jobs_cmd  # noqa: E402
 
 cli.add_command(jobs_cmd)
 
+from kbframework.cli import budget, orgs, privacy  # noqa: E402,F401  (their commands join main)
 
 def add_plugin_commands(group: click.Group) -> click.Group:
     """Let every plugin add its commands (``kb_register_commands``); a name that is already

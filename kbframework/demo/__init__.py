@@ -17,7 +17,6 @@ from kbframework.db import session_scope
 from kbframework.models import Organization, Setting
 
 DATA = Path(__file__).parent / "knowledge.json"
-DEMO_VERSION = 2
 
 
 def _event_times(when: dict, tz: str, now: datetime):
@@ -50,13 +49,10 @@ def seed_demo(email: str = "admin@demo.local", password: str | None = None) -> d
             st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
             st.brand = "Demo Shop & Nights"
         st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
-        extra = dict(st.extra or {})
-        if extra.get("demo_version", 1) < DEMO_VERSION:
+        if st.preset == "support":
             # the search preset renders product, event and article cards with no role boost: a
             # newcomer sees everything the product does (earlier demos used "support": articles only)
             st.preset = "search"
-            extra["demo_version"] = DEMO_VERSION
-            st.extra = extra
         create_user(s, email, password, org, "admin")
         src = ensure_source(s, org.id, "manual", "Manual knowledge")
         ids = []

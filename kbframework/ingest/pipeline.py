@@ -66,11 +66,10 @@ class _Work:
 
 def org_ingest_settings(session, org_id) -> tuple[ChunkSettings, object]:
     st = session.scalar(select(Setting).where(Setting.organization_id == org_id))
-    extra = (st.extra if st else {}) or {}
-    chunking = extra.get("chunking") or {}
+    chunking = (st.chunking if st else None) or {}
     cs = ChunkSettings(**{k: int(v) for k, v in chunking.items()
                           if k in ("min_tokens", "max_tokens", "overlap_min", "overlap_max")})
-    provider = registry.embedder(extra.get("embedding_provider"))
+    provider = registry.embedder(st.embedding_provider if st else None)
     return cs, provider
 
 
@@ -309,15 +308,15 @@ def _pause_over_budget(work: list[_Work], results: dict) -> list[_Work]:
 
     keep, verdicts = [], {}
     for w in work:
-        if w.provider.is_offline:
-            keep.append(w)
-            continue
         if w.org_id not in verdicts:
             try:
                 verdicts[w.org_id] = blocked(w.org_id)
             except Exception:
                 verdicts[w.org_id] = None
-        if verdicts[w.org_id] is None:
+        stop = verdicts[w.org_id]
+        if stop is not None and stop["budget"]["unit"] == "cost" and getattr(w.provider, "is_offline", False):
+            stop = None  # an offline embedding costs nothing against a money budget
+        if stop is None:
             keep.append(w)
             continue
         with session_scope() as s:

@@ -94,6 +94,14 @@ def recover_job() -> dict:
     return sweep(registries=True)
 
 
+def retention_job() -> dict:
+    """Delete conversations and feedback older than each organization's retention."""
+    _boot()
+    from kbframework.orgs.privacy import purge_expired
+
+    return purge_expired()
+
+
 def reconcile_due_job() -> dict:
     """Enqueue the reconciliation sync of every source whose interval has passed."""
     _boot()

@@ -43,8 +43,9 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
 
 
 def run_cron() -> None:
-    """The periodic jobs, scheduled by RQ's CronScheduler: expiry every five minutes, and
-    every minute a check that enqueues each source's reconciliation when its interval is due."""
+    """The periodic jobs, scheduled by RQ's CronScheduler: expiry every five minutes, every
+    minute a check that enqueues each source's reconciliation when its interval is due, and
+    hourly the retention purge of old conversations."""
     from rq.cron import CronScheduler
 
     from kbframework.jobs import tasks as jobs
@@ -58,6 +59,9 @@ def run_cron() -> None:
     cron.register(jobs.expire_job, "reindex", interval=EXPIRY_EVERY)
     cron.register(jobs.reconcile_due_job, "sync", interval=60)
     cron.register(jobs.recover_job, "sync", interval=60)
+    from kbframework.orgs.privacy import PURGE_EVERY
+
+    cron.register(jobs.retention_job, "reindex", interval=PURGE_EVERY)
     cron.start()
 
 

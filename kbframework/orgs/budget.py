@@ -1,8 +1,11 @@
-"""Monthly budgets per organization: a soft warning at 80 %, a hard stop at 100 %.
+"""Monthly budgets per organization: a soft warning (80 % by default), a hard stop at 100 %.
 
-The month runs in the organization's time zone. Only billable calls count (offline models
-record their tokens at zero cost and never stop anything). Near the limit, model calls of an
-organization are serialized by a Redis lock held from the check until the ledger row is
+A budget names its unit. ``tokens``: every metered model call counts, offline models included
+(query and ingestion embeddings, completions, rewrites, the planner). ``cost``: the estimated
+USD of the same calls, where offline calls cost 0. At the hard stop the answer pipeline makes
+no model call of any kind (not even the query embedding) and the public chat gets a fixed
+message. The month runs in the organization's time zone. Near the limit, model calls of an
+organization are serialized by a Redis reservation held from the check until the ledger row is
 written, so concurrent requests overshoot the limit by at most one request.
 """
 from __future__ import annotations
@@ -22,15 +25,24 @@ from kbframework.orgs.accounts import as_uuid
 
 log = logging.getLogger("kbframework.orgs.budget")
 
+UNITS = ("tokens", "cost")
 EXCEEDED_TEXT = ("Our assistant has reached its usage limit for this month. Please try again later "
                  "or contact us directly.")
 
 
 def budget_settings(s, org_id) -> dict:
     st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
-    b = ((st.extra if st else {}) or {}).get("budget") or {}
-    return {"monthly_tokens": b.get("monthly_tokens"), "monthly_usd": b.get("monthly_usd"),
-            "soft_pct": float(b.get("soft_pct", 80)), "hard_stop": b.get("hard_stop", True) is not False}
+    unit = (st.budget_unit if st else None) or "none"
+    limit = st.budget_limit if st else None
+    if unit not in UNITS or not limit:
+        unit, limit = "none", None
+    return {"unit": unit, "limit": float(limit) if limit is not None else None,
+            "soft_pct": float(st.budget_soft_pct if st and st.budget_soft_pct else 80),
+            "hard_stop": bool(st.budget_hard_stop) if st and st.budget_hard_stop is not None else True}
+
+
+def _used(used: dict, unit: str) -> float:
+    return float(used["all_tokens"] if unit == "tokens" else used["cost_usd"])
 
 
 def usage_totals(s, org_id, start, end) -> dict:
@@ -50,15 +62,11 @@ def status(org_id, now: datetime | None = None) -> dict:
         start, end, label = month_bounds(org.timezone, now)
         b = budget_settings(s, org.id)
         used = usage_totals(s, org.id, start, end)
-    pct = None
-    if b["monthly_tokens"]:
-        pct = 100.0 * used["billable_tokens"] / float(b["monthly_tokens"])
-    if b["monthly_usd"]:
-        p2 = 100.0 * used["cost_usd"] / float(b["monthly_usd"])
-        pct = p2 if pct is None else max(pct, p2)
+    pct = None if b["unit"] == "none" else 100.0 * _used(used, b["unit"]) / b["limit"]
     state = "unlimited" if pct is None else "exceeded" if pct >= 100 else "warning" if pct >= b["soft_pct"] else "ok"
     out = {"month": label, "month_start": start.isoformat(), "month_end": end.isoformat(), **used,
-           "budget": b, "percent": round(pct, 2) if pct is not None else None, "state": state}
+           "budget": b, "used": _used(used, b["unit"]) if b["unit"] != "none" else None,
+           "percent": round(pct, 2) if pct is not None else None, "state": state}
     if state in ("warning", "exceeded"):
         _warn_once(org_id, label, out)
     return out
@@ -85,7 +93,7 @@ def _budget(org_id) -> dict:
 def blocked(org_id) -> dict | None:
     """The status when the hard stop applies, else None (checking also logs the 80 % warning)."""
     b = _budget(org_id)
-    if not (b["monthly_tokens"] or b["monthly_usd"]):
+    if b["unit"] == "none":
         return None
     st = status(org_id)
     if st["state"] == "exceeded" and st["budget"]["hard_stop"]:
@@ -101,46 +109,40 @@ def spending(org_id, purpose: str = "completion"):
     hard limit by at most one request. The reservation is released after the ledger row is
     written (inside the ``with``)."""
     b = _budget(org_id)
-    if not (b["hard_stop"] and (b["monthly_tokens"] or b["monthly_usd"])):
+    if not b["hard_stop"] or b["unit"] == "none":
         yield None
         return
     st = status(org_id)
     b = st["budget"]
     from kbframework.jobs.queues import get_redis
 
-    est_tokens, est_usd = _average_call(org_id, purpose, st)
+    est = _average_call(org_id, purpose, st, b["unit"])
     r = get_redis()
-    kt, ku = f"kbf:budget:resv:{org_id}:{st['month']}:t", f"kbf:budget:resv:{org_id}:{st['month']}:u"
+    key = f"kbf:budget:resv:{org_id}:{st['month']}:{b['unit']}"
     pipe = r.pipeline()
-    pipe.incrby(kt, est_tokens)
-    pipe.incrbyfloat(ku, est_usd)
-    pipe.expire(kt, 3600)
-    pipe.expire(ku, 3600)
-    tot_t, tot_u = pipe.execute()[:2]
-    others_t, others_u = int(tot_t) - est_tokens, float(tot_u) - est_usd
+    pipe.incrbyfloat(key, est)
+    pipe.expire(key, 3600)
+    others = float(pipe.execute()[0]) - est
     # read the usage AFTER reserving: a call that finished meanwhile wrote its ledger row
     # before releasing its reservation, so it is counted at least once, never zero times
     st = status(org_id)
-    over = (b["monthly_tokens"] and st["billable_tokens"] + others_t >= b["monthly_tokens"]) or \
-           (b["monthly_usd"] and st["cost_usd"] + others_u >= b["monthly_usd"])
+    over = st["used"] + others >= b["limit"]
     try:
         if over or st["state"] == "exceeded":
             raise BudgetExceeded(st)
         yield st
     finally:
-        pipe = r.pipeline()
-        pipe.decrby(kt, est_tokens)
-        pipe.incrbyfloat(ku, -est_usd)
-        pipe.execute()
+        r.incrbyfloat(key, -est)
 
 
-def _average_call(org_id, purpose: str, st) -> tuple[int, float]:
+def _average_call(org_id, purpose: str, st, unit: str) -> float:
+    """This month's average size of a call for the purpose, in the budget's unit."""
+    size = (UsageLedger.tokens_in + UsageLedger.tokens_out) if unit == "tokens" else UsageLedger.cost_usd
     with session_scope() as s:
-        row = s.execute(select(func.avg(UsageLedger.tokens_in + UsageLedger.tokens_out),
-                               func.avg(UsageLedger.cost_usd)).where(
+        avg = s.scalar(select(func.avg(size)).where(
             UsageLedger.organization_id == org_id, UsageLedger.purpose == purpose,
-            UsageLedger.created_at >= datetime.fromisoformat(st["month_start"]))).one()
-    return int(row[0] or 1000), float(row[1] or 0.001)
+            UsageLedger.created_at >= datetime.fromisoformat(st["month_start"])))
+    return float(avg) if avg else (1000.0 if unit == "tokens" else 0.001)
 
 
 class BudgetExceeded(Exception):
@@ -188,12 +190,12 @@ def usage_summary(s, org_id, month: str | None = None) -> dict:
     tin = sum(x["tokens_in"] for x in days)
     tout = sum(x["tokens_out"] for x in days)
     b = budget_settings(s, org.id)
-    cap = b["monthly_tokens"]
+    cost = round(sum(x["cost_usd"] for x in days), 6)
+    used = None if b["unit"] == "none" else (tin + tout if b["unit"] == "tokens" else cost)
     return {"month": label, "timezone": tz, "tokens_in": tin, "tokens_out": tout, "tokens": tin + tout,
-            "cost_usd": round(sum(x["cost_usd"] for x in days), 6), "calls": sum(x["calls"] for x in days),
+            "cost_usd": cost, "calls": sum(x["calls"] for x in days),
             "totals": usage_totals(s, org.id, start, end), "budget": b,
-            "budget_tokens": int(cap) if cap else None,
-            "budget_used": round((tin + tout) / int(cap), 4) if cap else None,
+            "budget_used": round(used / b["limit"], 4) if used is not None else None,
             "days": days, "by_model": by_model, "by_purpose": list(by_purpose.values())}
 
 

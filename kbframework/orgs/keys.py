@@ -257,11 +257,36 @@ def snippets(base: str, key: str) -> dict:
                        f'style="width:100%;height:640px;border:0;border-radius:12px"></iframe>')}
 
 
-def key_view(k: AssistantKey, base: str) -> dict:
-    """A key as the admin shows it: its fields, its embed snippets and whether it still works."""
+def key_view(k: AssistantKey, base: str, usage: dict | None = None) -> dict:
+    """A key as the admin shows it: its fields, its embed snippets (the current key only: a
+    replaced or revoked one must not be pasted anywhere), whether it still works, when it last
+    answered and how much this month (``usage`` from :func:`key_usage`)."""
     out = key_to_dict(k)
-    out["snippets"] = snippets(base, k.key)
+    out["snippets"] = snippets(base, k.key) if k.status == "active" else None
     out["replaced_by_id"] = str(k.replaced_by_id) if k.replaced_by_id else None
     out["usable"] = k.status == "active" or (k.status == "rotated" and k.expires_at is not None
                                              and k.expires_at > utcnow())
+    u = (usage or {}).get(k.id) or {}
+    out["last_used_at"] = u["last_used_at"].isoformat() if u.get("last_used_at") else None
+    out["usage"] = {"month": u.get("month"), "answers": u.get("answers", 0), "tokens": u.get("tokens", 0),
+                    "answers_total": u.get("answers_total", 0)}
     return out
+
+
+def key_usage(s, oid) -> dict:
+    """Per key: when it last answered, and its answers and answer tokens this month."""
+    from sqlalchemy import func
+
+    from kbframework.clock import month_bounds
+    from kbframework.models import ChatLog
+    from kbframework.orgs.accounts import org_timezone
+
+    start, _, label = month_bounds(org_timezone(s, oid))
+    this_month = ChatLog.created_at >= start
+    rows = s.execute(select(ChatLog.assistant_key_id, func.max(ChatLog.created_at), func.count(),
+                            func.count().filter(this_month),
+                            func.coalesce(func.sum(ChatLog.tokens_in + ChatLog.tokens_out).filter(this_month), 0))
+                     .where(ChatLog.organization_id == oid, ChatLog.assistant_key_id.isnot(None))
+                     .group_by(ChatLog.assistant_key_id)).all()
+    return {r[0]: {"last_used_at": r[1], "answers_total": r[2], "answers": r[3], "tokens": int(r[4]), "month": label}
+            for r in rows}

@@ -8,8 +8,8 @@ from kbframework.models import UsageLedger
 
 log = logging.getLogger("kbframework.orgs.usage")
 
-# USD per 1M tokens (input, output); offline models cost nothing. Editable per organization
-# in settings.extra["prices"].
+# USD per 1M tokens (input, output); offline models cost nothing. An organization's ``prices``
+# setting overrides or adds models.
 DEFAULT_PRICES = {
     "text-embedding-3-small": (0.02, 0.0),
     "text-embedding-3-large": (0.13, 0.0),
@@ -29,6 +29,13 @@ def record_usage(org_id, purpose: str, provider: str, model: str, tokens_in: int
                  ref: str | None = None, cost: float | None = None) -> None:
     try:
         with session_scope() as s:
+            if cost is None:
+                from sqlalchemy import select
+
+                from kbframework.models import Setting
+
+                prices = s.scalar(select(Setting.prices).where(Setting.organization_id == org_id))
+                cost = estimate_cost(model, tokens_in, tokens_out, prices or None)
             s.add(UsageLedger(organization_id=org_id, purpose=purpose, provider=provider, model=model,
                               tokens_in=int(tokens_in or 0), tokens_out=int(tokens_out or 0),
                               cost_usd=cost if cost is not None else estimate_cost(model, tokens_in, tokens_out),

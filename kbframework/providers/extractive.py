@@ -129,5 +129,9 @@ class ExtractiveAnswerer(LLMProvider):
         if stream and on_token:
             for piece in re.findall(r"\S+\s*", text):
                 on_token(piece)
-        return LLMResult(text=text, model=self.model, used_llm=False,
+        from kbframework.ingest.tokens import count_tokens_batch
+
+        # what it read and wrote, so a token budget counts offline answers too
+        tin, tout = count_tokens_batch([question + "\n".join(p.get("content", "") for p in passages or []), text])
+        return LLMResult(text=text, model=self.model, used_llm=False, tokens_in=tin, tokens_out=tout,
                          note="No LLM is configured: this answer quotes the retrieved passages.")

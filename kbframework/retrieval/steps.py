@@ -40,6 +40,7 @@ from typing import Callable, Optional
 
 from sqlalchemy import select, text
 
+from kbframework.settings.store import values_of as settings_values
 from kbframework.hooks import registry
 from kbframework.db import read_session_scope, session_scope
 from kbframework.errors import NotFound, ValidationFailed
@@ -93,7 +94,7 @@ def load_context(s, org_id, mode: str | None = None) -> OrgContext:
         raise NotFound("Unknown organization.")
     st = s.scalar(select(Setting).where(Setting.organization_id == org.id)) or Setting(
         organization_id=org.id, preset="default", retrieval_limit=6, similarity_floor=0.2,
-        history_window=6, night_cutoff="05:00", extra={})
+        history_window=6, night_cutoff="05:00")
     presets = registry.presets()
     preset = None
     if mode:
@@ -101,18 +102,18 @@ def load_context(s, org_id, mode: str | None = None) -> OrgContext:
         if preset is None:
             raise ValidationFailed(f"Unknown mode '{mode}'. Available: {', '.join(sorted(presets))}.")
     preset = preset or registry.preset(st.preset)
-    extra = st.extra or {}
+    values = settings_values(st, org)
     hh, mm = (st.night_cutoff or "05:00").split(":")
     template = st.system_prompt if (st.system_prompt and not mode) else preset.prompt_template
     return OrgContext(org=org, settings=st, preset=preset, mode=preset.mode, tz=org.timezone,
                       cutoff=dtime(int(hh), int(mm)), brand=st.brand or org.name,
                       limit=st.retrieval_limit or preset.retrieval_limit,
                       floor=float(st.similarity_floor if st.similarity_floor is not None else 0.2),
-                      history_window=st.history_window, char_budget=int(extra.get("char_budget", CHAR_BUDGET)),
-                      knowledge=extra.get("knowledge", preset.knowledge), system_template=template,
-                      fallback_text=extra.get("fallback_text") or preset.fallback_text,
-                      threshold=_threshold(extra.get("answer_threshold")),
-                      synonyms=extra.get("synonyms") if isinstance(extra.get("synonyms"), dict) else {})
+                      history_window=st.history_window, char_budget=int(values["char_budget"] or CHAR_BUDGET),
+                      knowledge=values["knowledge"] or preset.knowledge, system_template=template,
+                      fallback_text=values["fallback_text"] or preset.fallback_text,
+                      threshold=_threshold(values["answer_threshold"]),
+                      synonyms=values["synonyms"] if isinstance(values["synonyms"], dict) else {})
 
 
 def _threshold(v) -> float:
@@ -150,8 +151,8 @@ def _rewriter(org_id=None):
 def filter_context(s, ctx: OrgContext, now: datetime, history: list[dict]) -> dict:
     return {"now": now, "timezone": ctx.tz, "night_cutoff": ctx.cutoff,
             "organization_id": str(ctx.org.id), "history": history,
-            "settings": ctx.settings.extra or {}, "session": s,
-            "weekend_starts_friday": bool((ctx.settings.extra or {}).get("weekend_starts_friday"))}
+            "settings": settings_values(ctx.settings, ctx.org), "session": s,
+            "weekend_starts_friday": bool(ctx.settings.weekend_starts_friday)}
 
 
 def embed_query(s, org_id, query: str) -> tuple[dict, dict]:
@@ -257,15 +258,15 @@ def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: lis
     t0 = time.perf_counter()
     dbg = {"provider": llm.name, "model": llm.model}
     try:
-        if llm.quotes_passages:
-            res = llm.complete(messages, passages=passages, question=question,
-                               stream=on_token is not None, on_token=on_token)
-        else:
-            from kbframework.orgs.budget import spending
+        from kbframework.orgs.budget import spending
 
-            with spending(ctx.org.id):
+        with spending(ctx.org.id):  # offline answers are metered too: a token budget counts them
+            if llm.quotes_passages:
+                res = llm.complete(messages, passages=passages, question=question,
+                                   stream=on_token is not None, on_token=on_token)
+            else:
                 res = llm.complete(messages, stream=on_token is not None, on_token=on_token)
-                _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
+            _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
     except Exception as exc:
         from kbframework.orgs.budget import BudgetExceeded
 

@@ -49,7 +49,7 @@ def org_context(s, organization_id, src: Source | None = None) -> SyncContext:
     st = s.scalar(select(Setting).where(Setting.organization_id == org.id))
     from kbframework.net import organization_policy
 
-    allow = organization_policy((st.extra if st else {}) or {})  # the operator decides, the org narrows
+    allow = organization_policy({"allow_private_network": bool(st and st.allow_private_network)})  # the operator decides, the org narrows
     return SyncContext(organization_id=str(org.id), timezone=org.timezone,
                        allow_private_network=allow, source_id=str(src.id) if src is not None else None,
                        log=lambda m: log.info("[%s] %s", src.id if src is not None else org.id, m))

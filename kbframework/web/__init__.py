@@ -107,6 +107,8 @@ def create_app(test_config: dict | None = None) -> Flask:
         app.register_blueprint(admin_views.bp)
     except ImportError as exc:  # the admin pages are optional for API-only deployments
         log.warning("admin pages not available: %s", exc)
+    from kbframework.web import root
+    app.register_blueprint(root.bp)
     from kbframework.hooks.manager import call_per_plugin, get_plugin_manager
 
     call_per_plugin(get_plugin_manager(), "kb_register_blueprints", app=app)  # a raising plugin is named

@@ -20,6 +20,7 @@ from kbframework.config import get_config
 from kbframework.db import session_scope
 from kbframework.errors import Forbidden, KBError, ValidationFailed
 from kbframework.models import Membership, User
+from kbframework.orgs.privacy import truncate_address
 from kbframework.web.extensions import login_manager
 
 bp = Blueprint("auth", __name__)
@@ -111,7 +112,7 @@ def admin_required(fn):
 
 
 LOGIN_PAGE = """<!doctype html><html lang=en><meta charset=utf-8>
-<meta name=viewport content="width=device-width,initial-scale=1"><title>Sign in · kbframework</title>
+<meta name=viewport content="width=device-width,initial-scale=1"><title>Sign in · kbframework</title><link rel="icon" href="/favicon.ico" sizes="any">
 <style>
 body{font:16px/1.5 system-ui,sans-serif;background:#f4f5f7;margin:0;display:grid;place-items:center;min-height:100vh;color:#1f2328}
 form{background:#fff;padding:2rem;border-radius:12px;box-shadow:0 4px 24px #0001;width:min(22rem,90vw)}
@@ -162,7 +163,7 @@ def _do_login(email: str, password: str) -> LoginUser | None:
             return None
         m = ms[0]
         token = accounts.start_session(s, user, m.organization_id, get_config().session_days,
-                                       request.remote_addr, request.headers.get("User-Agent"))
+                                       truncate_address(request.remote_addr), request.headers.get("User-Agent"))
         return LoginUser(token, str(user.id), user.email, str(m.organization_id), m.organization.name,
                          m.organization.slug, m.role)
 

@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -98,8 +97,16 @@ def _load_key(s, key: str) -> KeyInfo:
     origins = [o for o in (normalize_origin(x) for x in (row.allowed_origins or [])) if o]
     return KeyInfo(row.id, row.organization_id, row.key, origins,
                    row.rate_per_minute, row.rate_per_day, row.rate_per_ip_minute, dict(row.settings or {}),
-                   org.name, dict(((st.extra if st else {}) or {}).get("branding") or {}), row.status,
+                   org.name, branding_of(st), row.status,
                    system_prompt=st.system_prompt if st else None)
+
+
+def branding_of(st) -> dict:
+    """The organization's widget branding settings as the widget's ``{title, color, logo, welcome}``."""
+    if st is None:
+        return {}
+    out = {k: getattr(st, f"branding_{k}", None) for k in ("title", "color", "logo", "welcome")}
+    return {k: v for k, v in out.items() if v}
 
 
 # --------------------------------------------------------------------------- origins
@@ -200,7 +207,10 @@ _script = None
 
 
 def _ip_tag(ip: str) -> str:
-    return hashlib.sha256(ip.encode()).hexdigest()[:20]
+    """Rate limits key on a keyed hash of the address, never the address itself."""
+    from kbframework.orgs.privacy import address_tag
+
+    return address_tag(ip)
 
 
 def hit(buckets: list[tuple[str, int, int]]) -> tuple[int, int]:
@@ -346,7 +356,7 @@ def clean_public_history(history, limits: dict) -> list[dict]:
 
 def public_config(k: KeyInfo) -> dict:
     """What the widget and the embed page may know: branding and texts, nothing internal.
-    Key settings win over the organization's branding (admin settings ``extra.branding``)."""
+    Key settings win over the organization's branding (the ``branding_*`` settings)."""
     b, st = k.branding or {}, k.settings or {}
     checks = {"title": lambda v: v[:80], "placeholder": lambda v: v[:120],
               "color": lambda v: v if re.fullmatch(r"#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})", v) else None,

@@ -10,9 +10,9 @@ from flask import Flask
 
 
 def register(app: Flask) -> None:
-    from kbframework.web.api import (account, chat, dashboard, documents, feedback, jobs, keys, markdown,
+    from kbframework.web.api import (account, chat, conversations, dashboard, documents, feedback, jobs, keys, markdown,
                                      providers, settings, sources, uploads, usage)
 
-    for module in (account, chat, dashboard, documents, feedback, jobs, keys, markdown, providers, settings,
+    for module in (account, chat, conversations, dashboard, documents, feedback, jobs, keys, markdown, providers, settings,
                    sources, uploads, usage):
         app.register_blueprint(module.bp)

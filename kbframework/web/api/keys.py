@@ -20,7 +20,8 @@ def public_base() -> str:
 @login_required
 def list_keys():
     with session_scope() as s:
-        return {"items": [keys.key_view(k, public_base()) for k in keys.list_keys(s, org_id())]}
+        usage = keys.key_usage(s, org_id())
+        return {"items": [keys.key_view(k, public_base(), usage) for k in keys.list_keys(s, org_id())]}
 
 
 @bp.post("/keys")

@@ -53,7 +53,7 @@ def _org_ctx(s, org_id) -> SyncContext:
         raise cp.ConnectCodeInvalid("The organization of this connect code no longer exists.")
     st = s.scalar(select(Setting).where(Setting.organization_id == org_id))
     return SyncContext(organization_id=str(org_id), timezone=org.timezone,
-                       allow_private_network=bool(((st.extra if st else {}) or {}).get("allow_private_network")))
+                       allow_private_network=bool(st and st.allow_private_network))
 
 
 def connected_sites(s, org_id) -> list[Source]:
