@@ -103,3 +103,19 @@ def test_the_cli_refuses_bad_characters_with_a_clear_line(kb_services, kb_org, t
     r = CliRunner().invoke(main, ["doc", "add-manual", "--org", kb_org["slug"], "--title", "t", "--body-file",
                                   str(body)])
     assert r.exit_code == 2 and "NUL" in r.output
+
+
+def test_source_fields_of_the_wrong_type_are_a_400(kb_admin):
+    """What the route fuzz found: a source's type, name, config, interval and webhook base URL."""
+    r = kb_admin.post("/api/admin/v1/sources", json={"type": "sitemap", "name": "S", "config": {"sitemap_urls": ["https://example.com/sitemap.xml"]}})
+    assert r.status_code == 201, r.get_data(as_text=True)
+    sid = r.get_json()["id"]
+    for body in ({"config": 1}, {"config": [1]}, {"name": {"a": 1}}, {"name": 5}, {"sync_interval_minutes": {"a": 1}},
+                 {"sync_interval_minutes": "abc"}, {"status": [1]}):
+        r = kb_admin.put(f"/api/admin/v1/sources/{sid}", json=body)
+        assert r.status_code == 400, (body, r.get_data(as_text=True))
+    for body in ({"type": {"a": 1}, "name": "x"}, {"type": "sitemap", "name": {"a": 1}}, {"type": "sitemap", "name": "n", "config": 3}):
+        r = kb_admin.post("/api/admin/v1/sources", json=body)
+        assert r.status_code == 400, (body, r.get_data(as_text=True))
+    r = kb_admin.post(f"/api/admin/v1/sources/{sid}/register-webhooks", json={"base_url": {"a": 1}})
+    assert r.status_code == 400

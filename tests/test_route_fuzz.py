@@ -148,6 +148,7 @@ def _request(client, method, url, *, headers=None, raw=None, form=None, csrf=Non
     return client.open(url, method=method, headers=h)
 
 
+@pytest.mark.timeout(1200)  # about 3,000 requests: two minutes on an idle machine, far more on a loaded one
 def test_no_route_answers_5xx(kb_app, kb_admin, world):
     failures: list[str] = []
     counts = {"requests": 0}

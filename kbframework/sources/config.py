@@ -110,9 +110,9 @@ def update_source(s, org_id, source_id, data: dict) -> Source:
     src = get_source(s, org_id, source_id)
     connector = registry.source_type(src.type)
     if "name" in data:
-        if not str(data["name"]).strip():
-            raise ValidationFailed("The name cannot be empty.")
-        src.name = str(data["name"]).strip()
+        if not isinstance(data["name"], str) or not data["name"].strip() or len(data["name"]) > 200:
+            raise ValidationFailed("The name must be text of 1 to 200 characters.")
+        src.name = data["name"].strip()
     if "status" in data:
         if data["status"] not in ("active", "disabled"):
             raise ValidationFailed("Status must be 'active' or 'disabled'.")
@@ -120,6 +120,8 @@ def update_source(s, org_id, source_id, data: dict) -> Source:
     if "sync_interval_minutes" in data:
         src.sync_interval_minutes = _interval(data["sync_interval_minutes"])
     if "config" in data:
+        if not isinstance(data["config"] or {}, dict):
+            raise ValidationFailed("'config' must be an object.")
         old_secret = decrypt_json(src.secrets)
         merged = {**(src.config or {}), **old_secret, **{k: v for k, v in (data["config"] or {}).items()
                                                          if v not in (None, "") or k not in old_secret}}
