@@ -6,18 +6,16 @@ Evidence the gate does not trust: no LLM call, the preset's fallback text, ``deb
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from kbframework.config import get_config
 from kbframework.db import read_session_scope, read_url, session_scope
 from kbframework.errors import ValidationFailed
-from kbframework.models import ChatLog
 from kbframework.retrieval.steps import (  # noqa: F401  (the names callers have always imported from here)
     CHAR_BUDGET, INJECTION, KEYWORD_K, LLM_FAILURE_TEXT, STEPS, VECTOR_K, OrgContext, Turn, _POOL, _jsonable,
     _keyword_leg, _vocabulary, build_cards, build_sources, call_llm, embed_query, filter_context, load_context,
-    passage_view, rewrite_query, run_steps, select_context, strip_unknown_links)
+    _budget_stop, _log_budget_stop, passage_view, rewrite_query, run_steps, select_context, strip_unknown_links)
 
 log = logging.getLogger("kbframework.answer")
 
@@ -56,26 +54,3 @@ def answer(org_id, question: str, *, mode: str | None = None, history=None, chan
     if t.result.get("alternatives") is not None:
         out["alternatives"] = t.result["alternatives"]
     return out
-
-
-def _budget_stop(org_id):
-    """The hard budget stop: a status dict when it applies (no model call may be made)."""
-    try:
-        from kbframework.orgs.budget import blocked
-
-        return blocked(org_id)
-    except Exception as exc:  # a budget check that fails must not take answers down
-        log.warning("budget check failed: %s", exc)
-        return None
-
-
-def _log_budget_stop(s, ctx, question, channel, user_id, key_id, session_id, st) -> dict:
-    from kbframework.orgs.budget import EXCEEDED_TEXT
-
-    mid = uuid.uuid4()
-    debug = {"question": question, "reason": "budget_exceeded", "budget": st, "mode": ctx.mode}
-    s.add(ChatLog(id=mid, organization_id=ctx.org.id, user_id=user_id, assistant_key_id=key_id,
-                  session_id=session_id, channel=channel, query=question, mode=ctx.mode,
-                  final_answer=EXCEEDED_TEXT, retrieval_debug=_jsonable(debug), reason="budget_exceeded"))
-    return {"message_id": str(mid), "answer": EXCEEDED_TEXT, "cards": [], "sources": [], "mode": ctx.mode,
-            "debug": _jsonable(debug)}

@@ -461,7 +461,7 @@ def load_demo(now: datetime, log=print) -> str:
     from kbframework.db import session_scope
     from kbframework.demo import DATA, _event_times
     from kbframework.orgs.accounts import create_org, ensure_source
-    from kbframework.sources import documents as docs
+    from kbframework.ingest.queue import queue_ingest
     from kbframework.sources.apply import apply_draft
     from kbframework.types import DocumentDraft
 

@@ -416,6 +416,29 @@ def _keyword_leg(pf, text_q, k: int = KEYWORD_K):
     return hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
 
 
+def _budget_stop(org_id):
+    """The hard budget stop: a status dict when it applies (no model call may be made)."""
+    try:
+        from kbframework.orgs.budget import blocked
+
+        return blocked(org_id)
+    except Exception as exc:  # a budget check that fails must not take answers down
+        log.warning("budget check failed: %s", exc)
+        return None
+
+
+def _log_budget_stop(s, ctx, question, channel, user_id, key_id, session_id, st) -> dict:
+    from kbframework.orgs.budget import EXCEEDED_TEXT
+
+    mid = uuid.uuid4()
+    debug = {"question": question, "reason": "budget_exceeded", "budget": st, "mode": ctx.mode}
+    s.add(ChatLog(id=mid, organization_id=ctx.org.id, user_id=user_id, assistant_key_id=key_id,
+                  session_id=session_id, channel=channel, query=question, mode=ctx.mode,
+                  final_answer=EXCEEDED_TEXT, retrieval_debug=_jsonable(debug), reason="budget_exceeded"))
+    return {"message_id": str(mid), "answer": EXCEEDED_TEXT, "cards": [], "sources": [], "mode": ctx.mode,
+            "debug": _jsonable(debug)}
+
+
 # --------------------------------------------------------------------------- the turn
 
 
@@ -484,8 +507,6 @@ def load_context_step(s, t: Turn):
 
 
 def budget_step(s, t: Turn):
-    from kbframework.retrieval.answer import _budget_stop, _log_budget_stop
-
     stop = _budget_stop(t.ctx.org.id)
     if stop is None:
         return {"blocked": False}
@@ -771,7 +792,7 @@ def answerability_step(s, t: Turn):
             # a policy question ("do I need an ID?") is answered by its policy page when that
             # page shares a word with it, whatever the similarity says
             roles = _roles(s, {p["document_id"] for p in feats["passages"]})
-            page = next((p for p in feats["passages"] if roles.get(p["document_id"]) in ("support", "manual")
+            page = next((p for p in feats["passages"] if roles.get(p["document_id"]) in policy._SUPPORT_ROLES
                          and p.get("matched")), None)
             if page is not None:
                 ok, why = True, "a policy question, and a policy page shares its words"
