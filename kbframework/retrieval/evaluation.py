@@ -482,8 +482,6 @@ def load_demo(now: datetime, log=print) -> str:
             doc, _ = apply_draft(s, src, draft, force=True)
             ids.append(doc.id)
         org_id = str(org.id)
-    from kbframework.ingest.queue import queue_ingest
-
     queue_ingest(ids, inline=True)
     log(f"loaded the demo knowledge ({len(ids)} documents) into a scratch organization")
     return org_id

@@ -791,7 +791,7 @@ def answerability_step(s, t: Turn):
         if not ok and policy.is_policy_question(t.question):
             # a policy question ("do I need an ID?") is answered by its policy page when that
             # page shares a word with it, whatever the similarity says
-            roles = _roles(s, {p["document_id"] for p in feats["passages"]})
+            roles = _roles(s, t.ctx.org.id, {p["document_id"] for p in feats["passages"]})
             page = next((p for p in feats["passages"] if roles.get(p["document_id"]) in policy._SUPPORT_ROLES
                          and p.get("matched")), None)
             if page is not None:
