@@ -262,7 +262,7 @@ def test_a_job_that_keeps_dying_ends_failed_and_visible(kb_source, kb_http_serve
     from rq.job import Job
 
     from kbframework.jobs.queues import enqueue, get_redis
-    from kbframework.jobs.worker import due_sources
+    from kbframework.sources.schedule import due_sources
 
     # one retry allowed: the worker is killed during the first attempt and during the retry
     job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", src.id, "full", retry=Retry(max=1, interval=[1]))
@@ -468,7 +468,7 @@ def test_a_sync_left_running_by_a_dead_process_is_recovered(kb_source, kb_servic
     gone, closes the run and puts the source back where reconciliation finds it."""
     from kbframework.jobs.recovery import SWEEP_LOCK, sweep
     from kbframework.jobs.queues import get_redis
-    from kbframework.jobs.worker import due_sources
+    from kbframework.sources.schedule import due_sources
 
     srv_src = kb_source("sitemap", {"sitemap_urls": ["http://127.0.0.1:9/sitemap.xml"]}, interval=5)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
