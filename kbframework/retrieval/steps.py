@@ -139,13 +139,14 @@ def _vocabulary(s, org_id) -> dict:
         return {}
 
 
-def _rewriter(org_id=None):
+def _rewriter(org_id=None, purpose: str = "rewrite"):
+    """The configured LLM, metered under ``purpose``; None when only the offline answerer is there."""
     llm = registry.llm()
     if llm.quotes_passages:
         return None
     from kbframework.orgs.budget import MeteredLLM
 
-    return MeteredLLM(llm, org_id, "rewrite") if org_id else llm
+    return MeteredLLM(llm, org_id, purpose) if org_id else llm
 
 
 def filter_context(s, ctx: OrgContext, now: datetime, history: list[dict]) -> dict:
@@ -524,7 +525,7 @@ def conversation_step(s, t: Turn):
         source = "the session's log" if t.hist else None
     t.vocab = _vocabulary(s, ctx.org.id)
     t.kind = conversation.classify(t.question, t.hist, t.vocab)
-    llm = _rewriter(ctx.org.id) if t.hist and t.use_rewrite else None
+    llm = _rewriter(ctx.org.id, "classify_turn") if t.hist and t.use_rewrite else None
     if llm is not None:
         try:
             verdict = conversation.classify_llm(t.question, t.hist, llm)
