@@ -22,14 +22,7 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
     tenancy.use_system_default(f"the worker for {', '.join(queue_names)}")
     child = None
     if with_scheduler and not burst:
-        # RQ's own CronScheduler, in its own process with its own Redis connection
-        import atexit
-        import subprocess
-        import sys
-        from pathlib import Path
-
-        child = subprocess.Popen([str(Path(sys.executable).parent / "kbf"), "scheduler"])
-        atexit.register(lambda: child.poll() is None and child.terminate())
+        child = _start_scheduler()
     from kbframework.jobs.heartbeat_worker import HeartbeatWorker
 
     w = HeartbeatWorker([queue(n) for n in queue_names], connection=get_redis())
@@ -38,8 +31,40 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
         # worker: RQ lets one hold it at a time, and another takes over when that one dies
         w.work(burst=burst, with_scheduler=True, logging_level="WARNING")
     finally:
-        if child is not None and child.poll() is None:
-            child.terminate()
+        if child is not None:
+            _stop_scheduler(child)
+
+
+def _start_scheduler():
+    """RQ's CronScheduler (``kbf scheduler``) in its own process and session. Its own session
+    keeps a signal sent to the worker's process group (Ctrl-C, a supervisor's stop) from
+    reaching it a second time: it hears exactly one stop, from this worker, or from itself when
+    it sees the worker gone (a second signal could interrupt it half-way through its shutdown)."""
+    import atexit
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "KB_SCHEDULER_PARENT": str(os.getpid())}
+    child = subprocess.Popen([str(Path(sys.executable).parent / "kbf"), "scheduler"], start_new_session=True,
+                             env=env)
+    atexit.register(_stop_scheduler, child)
+    return child
+
+
+def _stop_scheduler(child) -> None:
+    """One termination, waited for; a kill only when it does not stop in time."""
+    import subprocess
+
+    if child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(5)
 
 
 def run_cron() -> None:
@@ -55,6 +80,7 @@ def run_cron() -> None:
     from kbframework import tenancy
 
     tenancy.use_system_default("the scheduler")
+    _stop_when_orphaned()
     cron = CronScheduler(connection=get_redis(), logging_level="WARNING")
     cron.register(jobs.expire_job, "reindex", interval=EXPIRY_EVERY)
     cron.register(jobs.reconcile_due_job, "sync", interval=60)
@@ -63,6 +89,26 @@ def run_cron() -> None:
 
     cron.register(jobs.retention_job, "reindex", interval=PURGE_EVERY)
     cron.start()
+
+
+def _stop_when_orphaned() -> None:
+    """Started by a worker (``KB_SCHEDULER_PARENT``), the scheduler stops itself, once and
+    gracefully, when that worker is gone, even if it died by SIGKILL and could tell no one."""
+    import os
+    import signal
+    import threading
+    import time
+
+    parent = os.environ.get("KB_SCHEDULER_PARENT")
+    if not parent or not parent.isdigit():
+        return
+
+    def watch():
+        while os.getppid() == int(parent):
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)  # CronScheduler's own handler: a clean stop
+
+    threading.Thread(target=watch, name="kbf-scheduler-watchdog", daemon=True).start()
 
 
 def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:

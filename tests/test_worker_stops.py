@@ -1,0 +1,85 @@
+"""Stopping a worker, again and again, never breaks the next `kbf` command.
+
+A real `kbf worker --with-scheduler` is started and stopped the way a supervisor or Ctrl-C
+does it (a termination to its whole process group), five times; each time the scheduler
+child must be gone, and a fresh `kbf services status` must find the embedded servers
+healthy. The scheduler runs in its own session, so it hears one stop, not two."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+KBF = str(Path(sys.executable).parent / "kbf")
+
+
+def _env(kb_services) -> dict:
+    return {**os.environ, "KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
+
+
+def _children(pid: int) -> list[int]:
+    """The worker's `kbf scheduler` child (not RQ's own forked helpers)."""
+    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if line.strip().endswith("kbf scheduler")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_repeated_worker_stops_leave_the_services_usable(kb_services):
+    env = _env(kb_services)
+    for round_ in range(5):
+        proc = subprocess.Popen([KBF, "worker", "--with-scheduler"], env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        kids = []
+        while time.time() < deadline and not kids:
+            kids = _children(proc.pid)
+            time.sleep(0.2)
+        assert kids, f"round {round_}: the scheduler child did not start"
+        time.sleep(1.0 + round_ * 0.3)  # stop at a different moment of the child's start-up each time
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"round {round_}: the worker did not stop on one termination")
+        for k in kids:
+            for _ in range(100):
+                if not _alive(k):
+                    break
+                time.sleep(0.1)
+            assert not _alive(k), f"round {round_}: the scheduler child {k} outlived its worker"
+        res = subprocess.run([KBF, "services", "status"], env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, f"round {round_}: {res.stdout}\n{res.stderr}"
+        assert "postgres: running" in res.stdout and "redis: running" in res.stdout, res.stdout
+
+
+def test_a_killed_worker_takes_its_scheduler_with_it(kb_services):
+    proc = subprocess.Popen([KBF, "worker", "--with-scheduler"], env=_env(kb_services), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids = []
+    deadline = time.time() + 60
+    while time.time() < deadline and not kids:
+        kids = _children(proc.pid)
+        time.sleep(0.2)
+    assert kids
+    os.kill(proc.pid, signal.SIGKILL)  # only the worker: the kernel tells the child
+    proc.wait(10)
+    for k in kids:
+        for _ in range(300):
+            if not _alive(k):
+                break
+            time.sleep(0.1)
+        assert not _alive(k), "the scheduler child outlived a killed worker"
