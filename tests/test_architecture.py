@@ -94,7 +94,6 @@ KNOWN_CIRCLES = [
     ["kbframework.jobs.outbox", "kbframework.jobs.queues"],
     ["kbframework.jobs.heartbeat_worker", "kbframework.jobs.recovery", "kbframework.jobs.tasks",
      "kbframework.sources.sync"],
-    ["kbframework.retrieval.answer", "kbframework.retrieval.steps"],
     ["kbframework.db", "kbframework.embedded", "kbframework.embedded.services"],
 ]
 

@@ -5,11 +5,11 @@ import re
 
 import click
 
-from kbframework.cli.commands import _org, cli, out_json
+from kbframework.cli.common import _org, out_json
 from kbframework.errors import ValidationFailed
 
 
-@cli.group("budget")
+@click.group("budget")
 def budget_group():
     """Monthly budgets: in tokens (every model call) or money (estimated USD)."""
 

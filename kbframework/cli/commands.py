@@ -58,14 +58,7 @@ def cli():
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def out_json(data):
-    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
-
-
-def _org(s, slug):
-    from kbframework.orgs.accounts import get_org_by_slug
-
-    return get_org_by_slug(s, slug)
+from kbframework.cli.common import _org, out_json  # noqa: E402  (shared with the command modules)
 
 
 # --------------------------------------------------------------------------- services
@@ -918,7 +911,12 @@ from kbframework.cli.jobs import jobs_cmd  # noqa: E402
 
 cli.add_command(jobs_cmd)
 
-from kbframework.cli import budget, orgs, privacy  # noqa: E402,F401  (their commands join main)
+from kbframework.cli import budget, orgs, privacy  # noqa: E402
+
+cli.add_command(budget.budget_group)
+cli.add_command(privacy.privacy_group)
+for _cmd in orgs.COMMANDS:
+    org.add_command(_cmd)
 
 def add_plugin_commands(group: click.Group) -> click.Group:
     """Let every plugin add its commands (``kb_register_commands``); a name that is already

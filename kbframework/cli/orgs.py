@@ -6,11 +6,11 @@ import json
 
 import click
 
-from kbframework.cli.commands import _org, org, out_json
+from kbframework.cli.common import _org, out_json
 from kbframework.errors import ValidationFailed
 
 
-@org.command("list")
+@click.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def org_list(as_json):
     """Every organization: slug, name, time zone, documents, conversations, budget."""
@@ -36,7 +36,7 @@ def org_list(as_json):
                    f"{it['conversations_turns']} chat turns\tbudget {it['budget'] or '-'}")
 
 
-@org.command("show")
+@click.command("show")
 @click.argument("slug")
 @click.option("--json", "as_json", is_flag=True)
 def org_show(slug, as_json):
@@ -53,7 +53,7 @@ def org_show(slug, as_json):
         click.echo(f"{d.name} = {json.dumps(values[d.name], default=str, ensure_ascii=False)}{who}")
 
 
-@org.command("set")
+@click.command("set")
 @click.argument("slug")
 @click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
 def org_set(slug, assignments):
@@ -82,7 +82,7 @@ def org_set(slug, assignments):
         click.echo("re-index of every document queued")
 
 
-@org.command("delete")
+@click.command("delete")
 @click.argument("slug")
 @click.option("--yes", is_flag=True, help="really delete: without it, only what would go is shown")
 def org_delete(slug, yes):
@@ -103,3 +103,6 @@ def org_delete(slug, yes):
     res = delete_organization(oid)
     click.echo(f"deleted organization {slug}: {summary}; {res['users']} users without another organization, "
                f"{len(res['files'])} files, {res['redis_keys']} Redis keys, {res['jobs']} queued jobs")
+
+
+COMMANDS = (org_list, org_show, org_set, org_delete)  # joined to `kbf org` by commands.py

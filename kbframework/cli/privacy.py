@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from kbframework.cli.commands import _org, cli, out_json
+from kbframework.cli.common import _org, out_json
 from kbframework.errors import KBError
 
 
-@cli.group("privacy")
+@click.group("privacy")
 def privacy_group():
     """Visitors' data: erase a conversation, purge what is past its retention."""
 
