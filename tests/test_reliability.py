@@ -201,7 +201,8 @@ def test_worker_killed_mid_sync_the_sync_is_retried_and_completes(kb_source, kb_
 
 def test_worker_killed_mid_reindex_resumes_without_partial_documents(kb_org, workers, kb_services):
     from kbframework.jobs.queues import enqueue
-    from kbframework.sources.documents import create_manual, queue_ingest
+    from kbframework.ingest.queue import queue_ingest
+    from kbframework.sources.documents import create_manual
     from kbframework.testing import set_org_extra
     from fakes.openai_server import FakeOpenAI
 
