@@ -21,9 +21,11 @@ def slugify(name: str) -> str:
 
 
 def check_timezone(tz: str) -> str:
+    if not isinstance(tz, str) or not tz or len(tz) > 64:  # IANA names are short; a long one is no file name
+        raise ValidationFailed(f"Unknown time zone '{str(tz)[:40]}'. Use an IANA name such as Europe/Belgrade.")
     try:
         ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ValidationFailed(f"Unknown time zone '{tz}'. Use an IANA name such as Europe/Belgrade.")
     return tz
 
