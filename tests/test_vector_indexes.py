@@ -47,8 +47,10 @@ def test_ingestion_queues_the_index_and_kbf_db_indexes_shows_and_rebuilds_it(kb_
     env = {"KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
     model = registry.embedder().model
     name = vector_index.index_name(model)
-    with get_engine().connect() as conn:
-        conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+    with get_engine().connect() as conn:  # a clean slate: earlier tests' models left their indexes
+        for (old,) in conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'chunks' "
+                                        "AND indexname LIKE 'ix_chunks_hnsw_%'")).all():
+            conn.execute(text(f"DROP INDEX IF EXISTS {old}"))
         conn.commit()
     vector_index.forget()
     assert all(r.action == "indexed" for r in _seed(kb_org["id"]))
