@@ -24,11 +24,12 @@ def _make_engine(url: str, pool_size: int) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _rec):  # register the vector type per connection
+        from psycopg2 import Error as DBAPIError
         from pgvector.psycopg2 import register_vector
 
         try:
             register_vector(dbapi_conn)
-        except Exception:
+        except DBAPIError:
             dbapi_conn.rollback()  # before the first migration the extension may not exist yet
         tenancy.on_connect(dbapi_conn)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from kbframework.db import get_engine
 
@@ -77,5 +78,5 @@ def current() -> str | None:
     with get_engine().connect() as conn:
         try:
             return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-        except Exception:
+        except SQLAlchemyError:  # no alembic_version table yet: an empty database
             return None

@@ -114,13 +114,13 @@ def _version() -> str:
         from kbframework import __version__  # type: ignore[attr-defined]
 
         return str(__version__)
-    except Exception:
+    except ImportError:
         pass
     try:
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
         return version("kbframework")
-    except Exception:
+    except PackageNotFoundError:
         return "0"
 
 

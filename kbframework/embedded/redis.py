@@ -36,7 +36,7 @@ def redis_running(cfg: Config | None = None) -> bool:
 
     try:
         return bool(redis.Redis(unix_socket_path=str(sock), socket_timeout=1).ping())
-    except Exception:
+    except (redis.exceptions.RedisError, OSError):
         return False
 
 
@@ -70,7 +70,7 @@ def stop_redis(cfg: Config | None = None) -> bool:
 
     try:
         redis.Redis(unix_socket_path=str(redis_socket(cfg))).shutdown(save=True)
-    except Exception:
+    except (redis.exceptions.RedisError, OSError):
         pass  # shutdown closes the connection under us
     for _ in range(100):
         if not redis_socket(cfg).exists() or not redis_running(cfg):

@@ -42,7 +42,7 @@ def redis_url() -> str:
 def redis_ok() -> bool:
     try:
         return bool(get_redis().ping())
-    except Exception:
+    except (redis.exceptions.RedisError, OSError):
         return False
 
 

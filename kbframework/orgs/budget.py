@@ -79,8 +79,8 @@ def _warn_once(org_id, label, st) -> None:
         if get_redis().set(f"kbf:budget:warned:{org_id}:{label}:{st['state']}", "1", nx=True, ex=40 * 86400):
             log.warning("organization %s has used %.1f%% of its %s budget (%s)", org_id, st["percent"], label,
                         st["state"])
-    except Exception:
-        pass
+    except Exception:  # Redis down: the warning is a courtesy, the answer goes on
+        log.warning("cannot record the budget warning of organization %s", org_id, exc_info=True)
 
 
 def _budget(org_id) -> dict:

@@ -122,6 +122,7 @@ def cancel_jobs(ids: set[str]) -> int:
                 job = Job.fetch(jid, connection=r)
                 args = [str(a) for a in (job.args or [])] + [str(v) for v in (job.kwargs or {}).values()]
             except Exception:  # a job whose data is gone or unreadable: nothing of ours to find
+                log.debug("skipping unreadable job %s", jid, exc_info=True)
                 continue
             if any(a in ids or any(i in a for i in ids) for a in args):
                 q.remove(jid)

@@ -1,14 +1,19 @@
 """WordLlama: 256-d static embeddings, weights inside the wheel, thousands of texts a second.
 
 ``WordLlama.load()`` tries to download its tokenizer file although the wheel contains it,
-so we load the tokenizer and the safetensors weights from the package folder directly.
+so we load the tokenizer and the safetensors weights from the package folder directly, and
+pool them here exactly as ``WordLlamaInference.embed(norm=True)`` does: importing the
+package runs its ``__init__``, which pulls in pydantic and requests and costs a CLI call a
+third of a second (tests/test_wordllama_embedder.py checks the vectors are identical).
 """
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
-from kbframework.ingest.tokens import count_tokens
+import numpy as np
+
+from kbframework.errors import EmbeddingError
+from kbframework.ingest.tokens import count_tokens, wordllama_dir, wordllama_tokenizer
 from kbframework.types import EmbeddingProvider
 
 
@@ -21,36 +26,40 @@ class WordLlamaEmbedder(EmbeddingProvider):
     cost_per_1k_tokens = 0.0
 
     def __init__(self):
-        self._model = None
+        self._weights = None
         self._lock = threading.Lock()
 
     def _load(self):
         with self._lock:
-            if self._model is None:
-                import wordllama
+            if self._weights is None:
                 from safetensors import safe_open
-                from tokenizers import Tokenizer
-                from wordllama.inference import WordLlamaInference
 
-                root = Path(wordllama.__file__).parent
-                tok = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
+                root, tok = wordllama_dir(), wordllama_tokenizer()
+                if root is None or tok is None:
+                    raise EmbeddingError("WordLlama is not installed (or its tokenizer file is missing)")
                 with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), framework="np") as f:
                     emb = f.get_tensor("embedding.weight")
-                self._model = WordLlamaInference(emb, tok)
-        return self._model
+                tok.enable_padding()
+                tok.no_truncation()
+                self._weights = np.ascontiguousarray(emb.astype(np.float32))
+        return self._weights, wordllama_tokenizer()
 
     def available(self) -> bool:
-        try:
-            import wordllama  # noqa: F401
-
-            return True
-        except ImportError:
-            return False
+        return wordllama_dir() is not None
 
     def embed_batch(self, texts: list[str]) -> list:
-        model = self._load()
-        vecs = model.embed(list(texts), norm=True, batch_size=64)
-        return [v for v in vecs]
+        weights, tok = self._load()
+        out = []
+        for i in range(0, len(texts), 64):
+            enc = tok.encode_batch(list(texts[i:i + 64]), is_pretokenized=False, add_special_tokens=False)
+            ids = np.array([e.ids for e in enc], dtype=np.int32)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
+            np.clip(ids, 0, weights.shape[0] - 1, out=ids)
+            summed = np.sum(weights[ids] * mask[..., np.newaxis], axis=1, dtype=np.float32)
+            pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
+            pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+            out.extend(pooled)
+        return out
 
     def count_tokens(self, text: str) -> int:
         return count_tokens(text)

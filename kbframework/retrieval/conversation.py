@@ -96,6 +96,7 @@ def _constraint_spans(q: str) -> dict:
     try:
         t = parse_temporal(q, datetime.now(timezone.utc), "UTC")
     except Exception:  # the rewrite must never fail a chat
+        log.warning("temporal parse failed while rewriting %r", q, exc_info=True)
         t = None
     if t is not None:
         spans["date"].append(t.span)

@@ -133,7 +133,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Callable, Optional
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = ["TemporalIntent", "parse_temporal", "event_overlap_sql_params"]
 
@@ -299,7 +299,7 @@ def _zone(tz) -> ZoneInfo:
         return tz
     try:
         return ZoneInfo(tz or "UTC")
-    except Exception:  # unknown zone name: degrade to UTC rather than break the chat
+    except (ZoneInfoNotFoundError, ValueError):  # unknown zone name: degrade to UTC rather than break the chat
         return ZoneInfo("UTC")
 
 

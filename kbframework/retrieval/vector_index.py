@@ -17,6 +17,7 @@ import os
 import threading
 
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 log = logging.getLogger("kbframework.vector_index")
 
@@ -67,7 +68,8 @@ def building(conn) -> dict[str, dict]:
         rows = conn.execute(text(
             "SELECT c.relname, p.phase, p.tuples_done, p.tuples_total FROM pg_stat_progress_create_index p "
             "JOIN pg_class c ON c.oid = p.index_relid")).all()
-    except Exception:
+    except SQLAlchemyError:  # the progress view is unreadable (permissions): no progress to show
+        log.debug("cannot read pg_stat_progress_create_index", exc_info=True)
         return {}
     return {r[0]: {"phase": r[1], "tuples_done": r[2], "tuples_total": r[3]} for r in rows}
 

@@ -37,7 +37,8 @@ def check_providers() -> dict:
     try:
         vec = registry.embedder().embed_batch(["ping"])[0]
         out["embedding"].update(ok=True, ms=round((time.perf_counter() - t0) * 1000, 1), dim_seen=len(vec))
-    except Exception as exc:
+    except Exception as exc:  # the check reports any failure of the provider
+        log.warning("embedding provider check failed", exc_info=True)
         out["embedding"].update(ok=False, error=f"{type(exc).__name__}: {getattr(exc, 'message', exc)}")
     t0 = time.perf_counter()
     try:
@@ -51,6 +52,7 @@ def check_providers() -> dict:
             res = llm.complete(msgs, max_tokens=5, temperature=0)
         out["llm"].update(ok=True, ms=round((time.perf_counter() - t0) * 1000, 1),
                           reply=(res.text or "")[:80], used_llm=res.used_llm)
-    except Exception as exc:
+    except Exception as exc:  # the check reports any failure of the provider
+        log.warning("LLM provider check failed", exc_info=True)
         out["llm"].update(ok=False, error=f"{type(exc).__name__}: {getattr(exc, 'message', exc)}")
     return out

@@ -164,7 +164,8 @@ def _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, new
             continue
         try:
             drafts.append((record, normalize_record(connector, record, config, ctx)))
-        except Exception as exc:
+        except Exception as exc:  # a connector's record that cannot be normalized: counted, the sync goes on
+            log.warning("cannot normalize record %s", record.external_id, exc_info=True)
             stats["errors"] += 1
             errors.append(f"{record.external_id}: {getattr(exc, 'message', None) or exc}")
     try:
@@ -234,7 +235,8 @@ def _run_owner() -> str:
 
     try:
         job = get_current_job()
-    except Exception:
+    except Exception:  # no RQ context to read (Redis unreachable): the sync runs inline
+        log.debug("no current RQ job", exc_info=True)
         job = None
     return job.id if job is not None else inline_owner()
 
