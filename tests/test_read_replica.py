@@ -33,9 +33,10 @@ def _on_standby(sql: str):
 
 
 def _wait_replayed(timeout: float = 30.0) -> None:
-    """Until the standby has replayed everything the primary has written so far."""
+    """Until the standby has replayed everything the primary has written so far (its WAL insert
+    position: ingestion commits asynchronously, so the write position can lag behind)."""
     with _plain(str(db.get_engine().url.render_as_string(hide_password=False))) as conn:
-        target = conn.execute(text("SELECT pg_current_wal_lsn()::text")).scalar()
+        target = conn.execute(text("SELECT pg_current_wal_insert_lsn()::text")).scalar()
     deadline = time.time() + timeout
     while time.time() < deadline:
         done = _on_standby(f"SELECT pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '{target}') >= 0")
