@@ -423,7 +423,7 @@ def test_pdf_uploaded_during_a_redis_outage_is_indexed_once_redis_is_back(kb_adm
     stop, start = redis_outage
     data = (shared_data / "pdfs" / "multicolumn.pdf").read_bytes()
     stop()
-    r = kb_admin.post("/api/admin/v1/upload/pdf", data={"file": (io.BytesIO(data), "columns.pdf")},
+    r = kb_admin.post("/api/admin/v1/sources/pdf/upload", data={"file": (io.BytesIO(data), "columns.pdf")},
                       content_type="multipart/form-data")
     assert r.status_code == 202, r.get_data(as_text=True)
     doc = r.get_json()
