@@ -29,7 +29,28 @@ def tmp_path():
 
     path = Path(tempfile.mkdtemp(prefix="kbf-pgtest-"))
     yield path
+    _stop_servers_under(path)
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop_servers_under(path: Path) -> None:
+    """A test that failed half-way leaves its embedded servers running: stop whatever still
+    runs from this scratch folder (its command line names the folder)."""
+    import os
+    import signal
+
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmd and ("redis-server" in cmd or "postgres" in cmd):
+            try:
+                os.kill(int(proc.name), signal.SIGTERM)
+            except OSError:
+                pass
 
 
 def _url(env):
