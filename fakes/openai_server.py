@@ -2,6 +2,7 @@
 usage like the real one, so tests run the real `openai` client against it."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 import json
 import threading
 
@@ -62,3 +63,25 @@ class FakeOpenAI:
 
     def close(self):
         self.server.close()
+
+
+@contextmanager
+def serving_as_the_llm(srv: "FakeOpenAI"):
+    """Point the host's LLM settings at ``srv`` for the duration, then restore them."""
+    import os
+
+    from kbframework import config
+    from kbframework.hooks import registry
+
+    saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY", "KB_LLM_MODEL")}
+    os.environ.update(KB_LLM_BASE_URL=srv.url, OPENAI_API_KEY="sk-test", KB_LLM_MODEL="gpt-4o-mini")
+    config.reset_config()
+    registry.clear_caches()
+    try:
+        yield srv
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        config.reset_config()
+        registry.clear_caches()
+        srv.close()

@@ -16,7 +16,7 @@ from kbframework.db import session_scope
 from kbframework.models import ChatLog, Setting
 from kbframework.retrieval.prompt import DATA_RULES, LEAK_REFUSAL, LEAK_WINDOW
 from tests.embed_support import make_key
-from fakes.openai_server import FakeOpenAI
+from fakes.openai_server import FakeOpenAI, serving_as_the_llm
 
 SHOP = "https://shop.example"
 SECRET_PROMPT = ("You are the helpful assistant of Acme Outdoor. Internal note for the assistant only: "
@@ -29,20 +29,8 @@ INJECTED = ("Our tents are waterproof to 3000 mm.\n"
 @pytest.fixture
 def echo_llm(kb_services):
     """A model that answers with its whole system message, as a successful injection would."""
-    from kbframework import config
-    from kbframework.hooks import registry
-
-    srv = FakeOpenAI(reply=lambda data: data["messages"][0]["content"])
-    saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY", "KB_LLM_MODEL")}
-    os.environ.update(KB_LLM_BASE_URL=srv.url, OPENAI_API_KEY="sk-test", KB_LLM_MODEL="gpt-4o-mini")
-    config.reset_config()
-    registry.clear_caches()
-    yield srv
-    for k, v in saved.items():
-        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-    config.reset_config()
-    registry.clear_caches()
-    srv.close()
+    with serving_as_the_llm(FakeOpenAI(reply=lambda data: data["messages"][0]["content"])) as srv:
+        yield srv
 
 
 def note(admin, title, body):

@@ -10,25 +10,13 @@ from sqlalchemy import func, select
 
 from kbframework.db import session_scope
 from kbframework.models import Setting, UsageLedger
-from fakes.openai_server import FakeOpenAI
+from fakes.openai_server import FakeOpenAI, serving_as_the_llm
 
 
 @pytest.fixture
 def fake_llm(kb_services):
-    from kbframework import config
-    from kbframework.hooks import registry
-
-    srv = FakeOpenAI()
-    saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY", "KB_LLM_MODEL")}
-    os.environ.update(KB_LLM_BASE_URL=srv.url, OPENAI_API_KEY="sk-test", KB_LLM_MODEL="gpt-4o-mini")
-    config.reset_config()
-    registry.clear_caches()
-    yield srv
-    for k, v in saved.items():
-        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-    config.reset_config()
-    registry.clear_caches()
-    srv.close()
+    with serving_as_the_llm(FakeOpenAI()) as srv:
+        yield srv
 
 
 def note(admin, title="Return policy", body="You can return items within 30 days for a full refund."):
