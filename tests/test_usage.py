@@ -1,6 +1,5 @@
 """Usage ledger and monthly budgets, with the LLM path through a local OpenAI-protocol server."""
 import logging
-import os
 import threading
 from datetime import datetime, timezone
 from decimal import Decimal
