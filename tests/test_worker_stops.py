@@ -21,9 +21,19 @@ def _env(kb_services) -> dict:
 
 
 def _children(pid: int) -> list[int]:
-    """The worker's `kbf scheduler` child (not RQ's own forked helpers)."""
-    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if line.strip().endswith("kbf scheduler")]
+    """The worker's `kbf scheduler` child (not RQ's own forked helpers), read from /proc: `ps`
+    cuts its lines to $COLUMNS, and a long checkout path then hides the command's end."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        if int(fields[1]) == pid and len(args) >= 2 and args[-1] == "scheduler" and args[-2].endswith("kbf"):
+            kids.append(int(stat.parent.name))
+    return kids
 
 
 def _alive(pid: int) -> bool:
