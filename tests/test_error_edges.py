@@ -16,15 +16,7 @@ FOLDERS = ("kbframework", "admin", "plugins", "presets")
 LOGS = {"exception", "error", "warning", "info", "debug", "log", "critical"}
 
 NOT_YET = {
-    "kbframework/default_plugins/metadata_filters.py": 1,
     "kbframework/ingest/pipeline.py": 3,
-    "kbframework/jobs/listing.py": 1,
-    "kbframework/jobs/recovery.py": 1,
-    "kbframework/retrieval/steps.py": 3,
-    "kbframework/text/html.py": 2,
-    "plugins/pdf/kbframework_pdf/extract.py": 8,
-    "plugins/woocommerce/kbframework_woocommerce/normalize.py": 3,
-    "plugins/wordpress/kbframework_wordpress/client.py": 1,
 }
 
 

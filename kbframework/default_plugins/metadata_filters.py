@@ -4,8 +4,12 @@ the host in ``context["vocabulary"]``). No LLM; a word becomes a tag filter only
 the organization's tags ("red" is a colour filter only in a shop that tags things "red")."""
 from __future__ import annotations
 
+import logging
+
 from kbframework.hooks.markers import hookimpl
 from kbframework.types import FilterPart
+
+log = logging.getLogger(__name__)
 
 EXTRACTOR = "rules"
 
@@ -77,6 +81,7 @@ def _mentioned(context: dict, name: str) -> bool:
     if session is None or not org:
         return False
     from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
 
     try:
         return bool(session.execute(text(
@@ -84,5 +89,6 @@ def _mentioned(context: dict, name: str) -> bool:
             "AND c.tsv @@ plainto_tsquery('english', :name)) OR EXISTS (SELECT 1 FROM documents d "
             "WHERE d.organization_id = :org AND (d.title ILIKE :like OR d.venue ILIKE :like "
             "OR d.city ILIKE :like))"), {"org": str(org), "name": name, "like": f"%{name}%"}).scalar())
-    except Exception:  # a help, never a reason to fail the chat
+    except SQLAlchemyError:  # a help, never a reason to fail the chat
+        log.warning("could not look up whether %r is mentioned; no place filter from it", name, exc_info=True)
         return True

@@ -2,8 +2,12 @@
 queued, waiting for a retry, running, failed, and what each failure was."""
 from __future__ import annotations
 
+import logging
 import re
+import zlib
 from datetime import datetime
+
+log = logging.getLogger("kbframework.jobs")
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -31,10 +35,13 @@ def _describe(job, state: str, queue: str) -> dict:
     failures = meta.get("failures") or []
     reason = failures[-1]["reason"] if failures else None
     if state == "failed" and reason is None:
+        from redis.exceptions import RedisError
+
         try:
             res = job.latest_result()
             exc = getattr(res, "exc_string", None) if res is not None else None
-        except Exception:
+        except (RedisError, ValueError, zlib.error):  # a result RQ stored and cannot read back
+            log.warning("could not read the last result of job %s", job.id, exc_info=True)
             exc = None
         if exc:
             reason = exc.strip().splitlines()[-1][:300]

@@ -34,11 +34,16 @@ def utcnow() -> datetime:
 
 
 def _ensure_db() -> None:
+    """A failure callback or a sweep can run in a worker before any job opened the database."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from kbframework.db import get_engine
+    from kbframework.errors import KBError
 
     try:
         get_engine()
-    except Exception:
+    except (KBError, SQLAlchemyError, OSError):  # the services did not start: boot them the worker's way
+        log.warning("the database did not open on the first try; booting the worker's services", exc_info=True)
         from kbframework.jobs.tasks import _boot
 
         _boot()

@@ -173,7 +173,8 @@ def embed_query(s, org_id, query: str) -> tuple[dict, dict]:
             out[model] = (provider.dim, vec)
             dbg["models"][model] = {"ms": round((time.perf_counter() - t0) * 1000, 2)}
             _ledger(org_id, "query_embedding", provider, provider.count_tokens(query), 0)
-        except Exception as exc:
+        except Exception as exc:  # a provider plugin's failure: the keyword leg still answers
+            log.warning("embedding the query with %s failed", model, exc_info=True)
             dbg["models"][model] = f"failed: {type(exc).__name__}: {exc}"
             dbg["degraded"] = True
     if dbg["degraded"]:
@@ -240,11 +241,11 @@ def _when(start, end, tz: str | None) -> str | None:
     """"Saturday 18 April, 23:00–05:00" in the organization's time zone."""
     if start is None:
         return None
-    from zoneinfo import ZoneInfo
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
         zone = ZoneInfo(tz or "UTC")
-    except Exception:
+    except (ZoneInfoNotFoundError, ValueError):  # a zone this system does not know
         zone = ZoneInfo("UTC")
     a = start.astimezone(zone)
     out = f"{a:%A} {a.day} {a:%B}, {a:%H:%M}"
@@ -258,9 +259,9 @@ def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: lis
     llm = registry.llm()
     t0 = time.perf_counter()
     dbg = {"provider": llm.name, "model": llm.model}
-    try:
-        from kbframework.orgs.budget import spending
+    from kbframework.orgs.budget import BudgetExceeded, spending
 
+    try:
         with spending(ctx.org.id):  # offline answers are metered too: a token budget counts them
             if llm.quotes_passages:
                 res = llm.complete(messages, passages=passages, question=question,
@@ -268,11 +269,13 @@ def call_llm(ctx: OrgContext, messages: list[dict], question: str, passages: lis
             else:
                 res = llm.complete(messages, stream=on_token is not None, on_token=on_token)
             _ledger(ctx.org.id, "completion", llm, res.tokens_in, res.tokens_out)
-    except Exception as exc:
-        from kbframework.orgs.budget import BudgetExceeded
-
-        if isinstance(exc, BudgetExceeded):
-            dbg["budget_exceeded"] = True
+    except BudgetExceeded as exc:  # the month's budget: the budget message answers instead
+        dbg["budget_exceeded"] = True
+        dbg["error"] = f"{type(exc).__name__}: {exc}"
+        dbg["ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        return None, dbg
+    except Exception as exc:  # the provider plugin's call: the fallback answer is given instead
+        log.warning("the answer model %s failed", llm.name, exc_info=True)
         dbg["error"] = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
         dbg["ms"] = round((time.perf_counter() - t0) * 1000, 1)
         return None, dbg

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import copy
 import html as _html
+import logging
 import re
 from typing import Optional
 from urllib.parse import urljoin, urlsplit
 
 import lxml.etree
 import lxml.html
+
+log = logging.getLogger(__name__)
 
 __all__ = ["html_to_text", "main_content", "strip_shortcodes"]
 
@@ -381,7 +384,7 @@ def _parse(html: str):
     except (lxml.etree.ParserError, ValueError):
         try:  # e.g. an encoding declaration somewhere odd
             return lxml.html.document_fromstring(html.encode("utf-8"))
-        except Exception:
+        except (lxml.etree.LxmlError, ValueError):  # nothing lxml can read: no text from it
             return None
 
 
@@ -575,7 +578,8 @@ def _trafilatura_text(doc, url: Optional[str]) -> str:
             include_formatting=True,
             deduplicate=False,
         )
-    except Exception:
+    except Exception:  # a third-party extractor on any page of the web: the caller falls back
+        log.warning("trafilatura failed on %s; the page is read without it", url or "a page", exc_info=True)
         return ""
     if not xml:
         return ""

@@ -59,6 +59,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Union
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_PAGES",
@@ -540,8 +542,8 @@ def _layout_page(page, number: int) -> _PageLayout:
     if not words:
         try:
             lay.has_images = bool(page.objects.get("image"))
-        except Exception:
-            pass
+        except Exception:  # pdfminer raises many unrelated types on a damaged page
+            log.warning("page %s: its images could not be listed", number, exc_info=True)
         return lay
     lay.has_text = True
     lay.med_h = med_h = _median([w["bottom"] - w["top"] for w in words], 10.0)
@@ -550,7 +552,8 @@ def _layout_page(page, number: int) -> _PageLayout:
     tables: list[_Table] = []
     try:
         found = fpage.find_tables() if (page.lines or page.rects) else []
-    except Exception:
+    except Exception:  # pdfminer raises many unrelated types; the words are kept as text
+        log.warning("page %s: table detection failed, its text is read without tables", number, exc_info=True)
         found = []
     for t in found:
         rows = _table_rows(t, words, max(1.0, 0.45 * med_h))
@@ -1063,6 +1066,7 @@ def extract_pdf(
     try:
         removed = _remove_headers_footers(layouts)
     except Exception:  # defensive: never lose the text over a cleaning step
+        log.warning("header/footer removal failed; the pages keep them", exc_info=True)
         removed = []
     pages = [PdfPage(number=lay.number, text=_page_text(lay)) for lay in layouts]
     title = meta_title or _title_from_layout(layouts)
@@ -1082,6 +1086,7 @@ def _page_text(lay: _PageLayout) -> str:
     try:
         return _blocks_to_text(lay)
     except Exception:  # defensive fallback: plain lines in reading order
+        log.warning("page %s: paragraph assembly failed, plain lines instead", lay.number, exc_info=True)
         parts = []
         for b in lay.blocks:
             if isinstance(b, _Table):
@@ -1115,7 +1120,8 @@ def _parse(pdfplumber, data: bytes, max_pages: int | None):
             )
         try:
             meta_title = _clean_meta_title((pdf.metadata or {}).get("Title"))
-        except Exception:
+        except Exception:  # a damaged info dictionary: the title comes from the layout
+            log.warning("the document's metadata could not be read", exc_info=True)
             meta_title = None
 
         layouts: list[_PageLayout] = []
@@ -1125,18 +1131,19 @@ def _parse(pdfplumber, data: bytes, max_pages: int | None):
                 layouts.append(_layout_page(page, i))
             except (MemoryError, RecursionError):
                 raise _corrupt(f"page {i} could not be processed") from None
-            except Exception:
+            except Exception:  # pdfminer raises many unrelated types; the page is reported as failed
+                log.warning("page %s could not be parsed", i, exc_info=True)
                 failed.append(i)
                 layouts.append(_PageLayout(i))
             finally:
                 try:
                     page.close()
-                except Exception:
-                    pass
+                except Exception:  # only frees caches: nothing is lost
+                    log.debug("page %s did not close cleanly", i, exc_info=True)
     finally:
         try:
             pdf.close()
-        except Exception:
-            pass
+        except Exception:  # only frees the parser: nothing is lost
+            log.debug("the PDF did not close cleanly", exc_info=True)
 
     return layouts, page_count, meta_title, failed

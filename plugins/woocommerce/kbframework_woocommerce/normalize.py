@@ -74,15 +74,18 @@ from __future__ import annotations
 import hashlib
 import html as html_lib
 import json
+import logging
 import re
 from datetime import datetime, timezone
 from typing import Any, Optional
 
 from kbframework import DocumentDraft
 
+log = logging.getLogger(__name__)
+
 try:  # the shared helper, when the host has it
     from kbframework import html_to_text as _shared_html_to_text
-except Exception:  # ImportError, or a module still being written
+except ImportError:  # an older host without it
     _shared_html_to_text = None
 
 NORMALIZER_VERSION = 1
@@ -227,11 +230,12 @@ def _html_text(html: Optional[str]) -> str:
     html = str(html)
     if "<" not in html and "&" not in html:
         return _clean_lines(html)
+    from lxml import etree
+    from lxml import html as lxml_html
+
     try:
-        from lxml import etree
-        from lxml import html as lxml_html
         root = lxml_html.fragment_fromstring(html, create_parent="div")
-    except Exception:
+    except (etree.LxmlError, ValueError):  # markup lxml refuses: strip the tags by pattern
         text = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", html)
         text = re.sub(r"(?i)<br\s*/?>|</p>|</li>|</h\d>", "\n", text)
         return _clean_lines(html_lib.unescape(re.sub(r"<[^>]+>", " ", text)))
@@ -267,7 +271,6 @@ def _html_text(html: Optional[str]) -> str:
             out.append("\n\n")
         inline(el.tail)
 
-    del etree  # only imported to fail early when lxml is broken
     walk(root)
     return _clean_lines("".join(out))
 
@@ -283,8 +286,8 @@ def html_to_text(html: Optional[str]) -> str:
             text = _shared_html_to_text(html)
             if isinstance(text, str):
                 return _clean_lines(text)
-        except Exception:
-            pass
+        except Exception:  # the host's helper failed on this markup: the plugin's own reads it
+            log.warning("the host's html_to_text failed; using the connector's own reader", exc_info=True)
     return _html_text(html)
 
 

@@ -312,7 +312,7 @@ def _is_json(r: requests.Response) -> bool:
     try:
         parse_json(r, "")
         return True
-    except Exception:
+    except (SourceUnavailable, RecursionError):  # not JSON, or nested past the parser's depth
         return False
 
 
