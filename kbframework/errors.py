@@ -1,7 +1,10 @@
 """The few typed errors that cross module boundaries.
 
 Each edge turns them into a clear message: JSON in the API, a line in the CLI, a message
-in the admin, a failed-job record in a worker. ``status`` is the HTTP status to use.
+in the admin, a failed-job record in a worker. ``status`` is the HTTP status to use and
+``code`` the machine-readable word the API body carries. Every domain error, in the host
+and in the plugins, derives from ``KBError`` and declares both, so what escapes a service
+is never a 500 (``tests/test_error_edges.py`` holds the code to it).
 """
 from __future__ import annotations
 

@@ -150,6 +150,7 @@ class BlockedAddress(KBError):
 class UnsupportedScheme(BlockedAddress):
     """Only ``http`` and ``https`` URLs may be fetched."""
 
+    status = 400
     code = "unsupported_scheme"
 
 

@@ -10,6 +10,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from cryptography.fernet import Fernet, InvalidToken
 
 from kbframework.config import get_config
+from kbframework.errors import KBError
 
 _ph = PasswordHasher()
 
@@ -41,13 +42,21 @@ def encrypt_json(data: dict) -> str:
     return _fernet().encrypt(json.dumps(data).encode()).decode()
 
 
+class SecretsUnreadable(KBError):
+    """The instance's key no longer opens what it encrypted: an operator's mistake, not
+    the caller's, and nothing retried will fix it until the old key is back."""
+
+    status = 503
+    code = "secrets_unreadable"
+
+
 def decrypt_json(token: str | None) -> dict:
     if not token:
         return {}
     try:
         return json.loads(_fernet().decrypt(token.encode()))
     except InvalidToken:
-        raise ValueError("Stored secrets cannot be decrypted: KB_ENCRYPTION_KEY changed?")
+        raise SecretsUnreadable("Stored secrets cannot be decrypted: KB_ENCRYPTION_KEY changed?") from None
 
 
 def mask(value: str | None) -> str | None:

@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 
 from kbframework.clock import month_bounds
 from kbframework.db import session_scope
+from kbframework.errors import KBError
 from kbframework.hooks import registry
 from kbframework.models import Organization, Setting, UsageLedger
 from kbframework.orgs.accounts import as_uuid
@@ -145,10 +146,16 @@ def _average_call(org_id, purpose: str, st, unit: str) -> float:
     return float(avg) if avg else (1000.0 if unit == "tokens" else 0.001)
 
 
-class BudgetExceeded(Exception):
+class BudgetExceeded(KBError):
+    """A hard-stop budget refused a paid model call. The answer pipeline turns it into the
+    budget message; anywhere else it is a 429, never a 500."""
+
+    status = 429
+    code = "budget_exceeded"
+
     def __init__(self, st):
         super().__init__("monthly budget exceeded")
-        self.status = st
+        self.budget = st  # the budget's state when the call was refused
 
 
 def usage_summary(s, org_id, month: str | None = None) -> dict:

@@ -10,12 +10,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kbframework.errors import ValidationFailed
+
 MAX_JSON_DEPTH = 64
 _BAD = re.compile("[\x00\ud800-\udfff]")
 
 
-class BadInput(ValueError):
-    """Input that no edge accepts; ``str(exc)`` is a message for a person."""
+class BadInput(ValidationFailed):
+    """Input that no edge accepts; ``str(exc)`` is a message for a person. Each edge
+    words it its own way (the HTTP layer answers ``invalid_characters``, the CLI a usage
+    error), but one that slips through is still a clear 400."""
+
+    status = 400
+    code = "invalid_input"
 
     def __init__(self, message: str, where: str | None = None):
         super().__init__(message)

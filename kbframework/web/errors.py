@@ -34,6 +34,8 @@ def error_response(status: int, code: str, message: str, details: dict | None = 
 def init_app(app):
     @app.errorhandler(KBError)
     def _kb(exc: KBError):
+        if exc.status >= 500:  # the server's failure, not the caller's: the operator must hear of it
+            log.warning("%s on %s %s: %s", exc.code, request.method, request.path, exc.message)
         retry = (exc.details or {}).get("retry_after") if exc.status == 429 else None
         return error_response(exc.status, exc.code, exc.message, exc.details or None,
                               headers={"Retry-After": str(retry)} if retry else None)

@@ -26,6 +26,7 @@ FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 
 
 class InvalidInput(ValidationFailed):
+    status = 400
     code = "invalid_input"
 
 

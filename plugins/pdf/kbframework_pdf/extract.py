@@ -59,6 +59,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Union
 
+from kbframework import KBError
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -90,14 +92,16 @@ ERROR_CODES = (
 )
 
 
-class PdfError(Exception):
+class PdfError(KBError):
     """A PDF that cannot be ingested.  ``code`` is one of :data:`ERROR_CODES`,
-    ``message`` a sentence that can be shown to an administrator."""
+    ``message`` a sentence that can be shown to an administrator.  The connector words
+    it for the API (``pdf_<code>``); one that escapes it is still a 400, never a 500."""
+
+    status = 400
+    code = "pdf_unreadable"
 
     def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(message, code=code)
 
     def __str__(self) -> str:
         return self.message

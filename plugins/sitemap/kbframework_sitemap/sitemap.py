@@ -32,14 +32,21 @@ from xml.etree.ElementTree import ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as _safe_fromstring
 
+from kbframework import KBError
+
 __all__ = ["SitemapEntry", "SitemapDoc", "SitemapError", "parse_sitemap", "match_url", "compile_patterns"]
 
 MAX_UNCOMPRESSED_BYTES = 100 * 1024 * 1024  # sitemaps.org caps a sitemap at 50 MB uncompressed
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-class SitemapError(ValueError):
-    """The data is not a sitemap (not XML, not gzip, not <urlset>/<sitemapindex>, too big)."""
+class SitemapError(KBError):
+    """The data is not a sitemap (not XML, not gzip, not <urlset>/<sitemapindex>, too big),
+    or a URL pattern does not compile. The connector and the config form word it for
+    their callers; one that escapes them is still a clear 400."""
+
+    status = 400
+    code = "invalid_sitemap"
 
 
 @dataclass
