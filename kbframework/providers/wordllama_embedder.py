@@ -57,7 +57,10 @@ class WordLlamaEmbedder(EmbeddingProvider):
             np.clip(ids, 0, weights.shape[0] - 1, out=ids)
             summed = np.sum(weights[ids] * mask[..., np.newaxis], axis=1, dtype=np.float32)
             pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
-            pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            # a text without tokens (the empty string) pools to zeros: it stays the zero vector
+            # instead of 0/0 = NaN, which pgvector refuses and which would poison every distance
+            np.divide(pooled, norms, out=pooled, where=norms > 0)
             out.extend(pooled)
         return out
 

@@ -46,6 +46,7 @@ from kbframework.db import read_session_scope, session_scope
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
+from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
 from kbframework.retrieval import conversation, gate, place_answer, policy, referents
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
@@ -170,15 +171,20 @@ def embed_query(s, org_id, query: str) -> tuple[dict, dict]:
         t0 = time.perf_counter()
         try:
             vec = provider.embed_batch([query])[0]
-            out[model] = (provider.dim, vec)
-            dbg["models"][model] = {"ms": round((time.perf_counter() - t0) * 1000, 2)}
+            ms = round((time.perf_counter() - t0) * 1000, 2)
             _ledger(org_id, "query_embedding", provider, provider.count_tokens(query), 0)
+            if not usable_vector(vec):  # NaN would fail the search in PostgreSQL, zeros match nothing
+                dbg["models"][model] = "no usable vector for this query (NaN, infinite or all zeros)"
+                dbg["degraded"] = True
+                continue
+            out[model] = (provider.dim, vec)
+            dbg["models"][model] = {"ms": ms}
         except Exception as exc:  # a provider plugin's failure: the keyword leg still answers
             log.warning("embedding the query with %s failed", model, exc_info=True)
             dbg["models"][model] = f"failed: {type(exc).__name__}: {exc}"
             dbg["degraded"] = True
     if dbg["degraded"]:
-        dbg["note"] = "Embedding failed for at least one model: the keyword leg carries retrieval."
+        dbg["note"] = "No query vector for at least one model: the keyword leg carries retrieval."
     return out, dbg
 
 
