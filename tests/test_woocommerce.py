@@ -1,5 +1,5 @@
 """The WooCommerce connector end to end, against the local server that speaks WooCommerce
-REST v3 (fakes/woocommerce_server.py) fed with the official sample catalogue, on the
+REST v3 (the package fakes/woocommerce/) fed with the official sample catalogue, on the
 real PostgreSQL + pgvector and Redis. Webhooks travel over real HTTP to the app served on
 127.0.0.1, signed like WooCommerce signs them.
 """
