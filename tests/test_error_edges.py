@@ -180,7 +180,19 @@ def _module_of(path: str) -> str:
     parts = Path(path).with_suffix("").parts
     if parts[0] in ("plugins", "presets"):
         parts = parts[2:]  # plugins/<distribution>/<package>/...
+    elif parts[0] == "admin":
+        parts = ("kbframework", *parts)  # installed as kbframework.admin
     return ".".join(p for p in parts if p != "__init__")
+
+
+def test_module_names_follow_the_installed_packages():
+    assert _module_of("kbframework/web/inputs.py") == "kbframework.web.inputs"
+    assert _module_of("plugins/pdf/kbframework_pdf/extract.py") == "kbframework_pdf.extract"
+    assert _module_of("admin/views/settings.py") == "kbframework.admin.views.settings"
+    assert _module_of("presets/events/kbframework_preset_events/__init__.py") == "kbframework_preset_events"
+    for path in ("admin/views/settings.py", "plugins/pdf/kbframework_pdf/extract.py",
+                 "presets/events/kbframework_preset_events/__init__.py"):
+        importlib.import_module(_module_of(path))
 
 
 def _kberror_subclasses():
