@@ -8,6 +8,8 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbframework.addresses import parse_private_network_setting
+
 
 def _env(name: str, default: str | None = None) -> str | None:
     val = os.environ.get(name)
@@ -82,9 +84,7 @@ class Config:
 
     @property
     def private_network_policy(self):
-        """``KB_ALLOW_PRIVATE_NETWORK`` as a ``net.AddressPolicy`` (a bad value stops start-up)."""
-        from kbframework.net import parse_private_network_setting
-
+        """``KB_ALLOW_PRIVATE_NETWORK`` as an ``addresses.AddressPolicy`` (a bad value stops start-up)."""
         try:
             return parse_private_network_setting(self.allow_private_network)
         except ValueError as exc:

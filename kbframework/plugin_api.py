@@ -36,7 +36,7 @@ EXPORTS = {
     "StartupError": ("kbframework.errors", "StartupError"),
     "ValidationFailed": ("kbframework.errors", "ValidationFailed"),
     # the safe HTTP session (private networks blocked unless allowed, size and time caps)
-    "BlockedAddress": ("kbframework.net", "BlockedAddress"),
+    "BlockedAddress": ("kbframework.addresses", "BlockedAddress"),
     "PerThreadSessions": ("kbframework.net", "PerThreadSessions"),
     "ResponseTooLarge": ("kbframework.net", "ResponseTooLarge"),
     "SafeSession": ("kbframework.net", "SafeSession"),

@@ -259,7 +259,7 @@ class SyncContext:
     organization_id: str
     timezone: str = "UTC"
     # What the connector's SafeSession may reach besides public addresses: False, or a
-    # kbframework.net.AddressPolicy the host computed (operator setting, narrowed by the
+    # kbframework.addresses.AddressPolicy the host computed (operator setting, narrowed by the
     # organization). Pass it unchanged as SafeSession(allow_private=...), never bool() it.
     allow_private_network: Any = False
     source_id: Optional[str] = None

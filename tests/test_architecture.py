@@ -90,7 +90,6 @@ def test_the_checker_sees_a_circle():
 # Circles that arrived with other work while this boundary was drawn; each is still to be
 # broken. The list may only shrink: a new circle fails, and so does one listed here that is gone.
 KNOWN_CIRCLES = [
-    ["kbframework.config", "kbframework.net"],
     ["kbframework.jobs.outbox", "kbframework.jobs.queues"],
     ["kbframework.jobs.heartbeat_worker", "kbframework.jobs.recovery", "kbframework.jobs.tasks",
      "kbframework.sources.sync"],
@@ -222,7 +221,8 @@ def test_the_host_never_imports_or_names_a_plugin(kb_services):
 
 # --------------------------------------------------------------------------- the documented layers
 
-FOUNDATION = {"config", "db", "models", "errors", "clock", "security", "types", "net", "migrate", "tenancy"}
+FOUNDATION = {"config", "db", "models", "errors", "clock", "security", "types", "addresses", "net", "migrate",
+              "tenancy"}
 SINGLE_MODULES = {"plugin_api": "plugin_api", "testing": "testing", "wsgi": "wsgi", "settings_schema": "settings"}
 
 

@@ -29,7 +29,7 @@ def format_price(meta: dict) -> str | None:
 
 
 def _safe_url(url):
-    from kbframework.net import safe_link
+    from kbframework.addresses import safe_link
 
     return safe_link(url)
 

@@ -67,7 +67,7 @@ def clean_settings(data: dict, base: dict | None = None) -> dict:
                 raise ValidationFailed("'color' must be a colour like #2f6fed.")
             out[name] = v.strip().lower()
         elif name == "logo":
-            from kbframework.net import safe_link
+            from kbframework.addresses import safe_link
 
             if not isinstance(v, str) or safe_link(v) is None or len(v) > 1000:
                 raise ValidationFailed("'logo' must be an http(s) URL of an image.")

@@ -228,7 +228,7 @@ def passage_view(p: dict, tz: str | None = None) -> dict:
     structured fields (date in the organization's zone, venue, price, stock, links)."""
     meta = p["dmeta"] or {}
     from kbframework.default_plugins.cards import format_price
-    from kbframework.net import safe_link
+    from kbframework.addresses import safe_link
 
     structured = p["document_role"] in ("product", "event")
     stock = meta.get("in_stock") if p["document_role"] == "product" else None

@@ -8,7 +8,7 @@ from kbframework.clock import day_start, iso, utcnow
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.hooks import registry
 from kbframework.models import ChatFeedback, ChatLog, Document, Source
-from kbframework.net import safe_link
+from kbframework.addresses import safe_link
 from kbframework.orgs.accounts import as_uuid, org_timezone
 
 

@@ -114,7 +114,7 @@ URL_FIELDS = ("source_url", "primary_image_url")
 def _safe_urls(doc_ref, draft: DocumentDraft) -> None:
     """Every URL a connector hands over is checked before it is stored: only http(s) links
     are kept; anything else (``javascript:``, ``data:``, junk) is dropped with a logged reason."""
-    from kbframework.net import link_problem
+    from kbframework.addresses import link_problem
 
     for f in URL_FIELDS:
         val = getattr(draft, f)

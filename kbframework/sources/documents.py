@@ -20,7 +20,7 @@ from kbframework.ingest.chunker import page_label
 from kbframework.ingest.queue import ingest_now
 from kbframework.sources.apply import apply_draft
 from kbframework.models import Chunk, Document, Source
-from kbframework.net import safe_link
+from kbframework.addresses import safe_link
 from kbframework.types import DOCUMENT_ROLES
 
 log = logging.getLogger("kbframework.sources.documents")

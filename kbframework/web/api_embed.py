@@ -24,7 +24,7 @@ from sqlalchemy import select
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.models import ChatFeedback, ChatLog
-from kbframework.net import safe_link
+from kbframework.addresses import safe_link
 from kbframework.text.inputs import bad_char
 from kbframework.retrieval.prompt import LEAK_REFUSAL, LeakGuard, leaks, system_fragments
 from kbframework.web import embed_security as sec

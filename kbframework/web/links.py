@@ -6,7 +6,7 @@ row written before that check, or by a plugin that bypassed it, still cannot put
 """
 from __future__ import annotations
 
-from kbframework.net import safe_link
+from kbframework.addresses import safe_link
 
 CARD_LINK_FIELDS = ("url", "image")
 

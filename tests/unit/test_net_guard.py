@@ -1,4 +1,5 @@
-"""The SSRF guard (kbframework/net.py) against a real local HTTP server.
+"""The SSRF guard (kbframework/net.py, its address rules in kbframework/addresses.py) against
+a real local HTTP server.
 
 Every server here listens on 127.0.0.1, so tests allow loopback explicitly
 (``allow_private={"127.0.0.0/8"}``) and check that everything else stays refused. A
@@ -22,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from kbframework import net
+from kbframework import addresses
 from kbframework.net import (
     DEFAULT_TIMEOUT,
     USER_AGENT,
@@ -165,7 +166,7 @@ def fake_dns(monkeypatch):
     answers is returned one per lookup, the last repeating)."""
     table: dict[str, list[str]] = {}
     calls: list[str] = []
-    real = net._getaddrinfo
+    real = addresses._getaddrinfo
 
     def fake(host, port, family, socktype):
         if host in table:
@@ -177,7 +178,7 @@ def fake_dns(monkeypatch):
             return [(fam, socket.SOCK_STREAM, 6, "", sa)]
         return real(host, port, family, socktype)
 
-    monkeypatch.setattr(net, "_getaddrinfo", fake)
+    monkeypatch.setattr(addresses, "_getaddrinfo", fake)
     return _DNS(table, calls)
 
 
@@ -455,7 +456,7 @@ def test_unresolvable_host_is_a_connection_error(monkeypatch):
     def fail(host, port, family, socktype):
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    monkeypatch.setattr(net, "_getaddrinfo", fail)
+    monkeypatch.setattr(addresses, "_getaddrinfo", fail)
     with pytest.raises(requests.ConnectionError):
         safe_get("http://no-such-host.invalid/", timeout=FAST)
     with pytest.raises(socket.gaierror):
