@@ -91,7 +91,6 @@ from kbframework.addresses import (  # noqa: F401  (the guard's rules, re-export
     check_scheme,
     check_url,
     is_blocked_ip,
-    link_problem,
     safe_link,
 )
 from kbframework.config import get_config

@@ -12,7 +12,6 @@ and the next sweep, on any worker, retries or fails the job. The worker also swe
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 
@@ -20,14 +19,10 @@ from rq import SimpleWorker
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
 from kbframework.jobs import policy
+from kbframework.jobs.owners import pid_alive
+from kbframework.jobs.policy import TimeLimitExceeded
 
 log = logging.getLogger("kbframework.worker")
-
-
-class TimeLimitExceeded(BaseException):
-    """Raised inside a job at its kind's time limit. Not an ``Exception``: jobs record a
-    failing item and carry on (``except Exception``), which would swallow RQ's own timeout
-    and let a hung job run on without any limit."""
 
 
 _armed = threading.local()
@@ -121,7 +116,7 @@ def release_dead_scheduler_locks(connection, queue_names) -> list[str]:
                 for k, v in info.items()}
         if info.get("hostname") != host or not str(info.get("pid") or "").isdigit():
             continue  # another machine's scheduler, or not yet registered: its lock expires by itself
-        if _alive(int(info["pid"])):
+        if pid_alive(int(info["pid"])):
             continue
         # delete only if it still names the dead scheduler
         connection.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
@@ -131,17 +126,3 @@ def release_dead_scheduler_locks(connection, queue_names) -> list[str]:
         log.warning("released the scheduler lock of a dead scheduler for %s", ", ".join(freed))
     return freed
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (killed, not yet reaped by its parent) is dead too
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlalchemy import text
 
@@ -47,12 +48,12 @@ def pending() -> int:
         return conn.execute(text("SELECT count(*) FROM job_outbox")).scalar_one()
 
 
-def drain(limit: int = 500) -> int:
-    """Queue held jobs in order; stops at the first one Redis refuses. Returns how many went."""
+def drain(put: Callable[..., object], limit: int = 500) -> int:
+    """Queue held jobs in order with ``put`` (``queues.enqueue_now``: the outbox sits below the
+    queues, which hold jobs here); stops at the first one Redis refuses. Returns how many went."""
     import redis
 
     from kbframework.db import get_engine
-    from kbframework.jobs.queues import enqueue_now
 
     moved = 0
     with get_engine().begin() as conn:
@@ -61,7 +62,7 @@ def drain(limit: int = 500) -> int:
             "LIMIT :n FOR UPDATE SKIP LOCKED"), {"n": limit}).all()
         for row_id, queue, func, args, kwargs, job_id in rows:
             try:
-                enqueue_now(queue, func, *(args or []), job_id=job_id, **(kwargs or {}))
+                put(queue, func, *(args or []), job_id=job_id, **(kwargs or {}))
             except redis.RedisError as exc:
                 conn.execute(text("UPDATE job_outbox SET attempts = attempts + 1 WHERE id = :i"), {"i": row_id})
                 log.warning("outbox: Redis still refuses jobs (%s); %s left", exc, len(rows) - moved)

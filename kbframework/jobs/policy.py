@@ -31,6 +31,12 @@ def _number(name: str, default: float) -> float:
     return value
 
 
+class TimeLimitExceeded(BaseException):
+    """Raised inside a job at its kind's time limit. Not an ``Exception``: jobs record a
+    failing item and carry on (``except Exception``), which would swallow RQ's own timeout
+    and let a hung job run on without any limit."""
+
+
 @dataclass(frozen=True)
 class JobPolicy:
     kind: str

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import text
@@ -26,7 +25,6 @@ log = logging.getLogger("kbframework.jobs")
 SWEEP_LOCK = "kbf:recovery-sweep"
 RECEIPT_STALE = timedelta(minutes=10)  # a receipt still "queued" this long after arrival lost its job
 RECEIPT_HORIZON = timedelta(hours=24)  # older ones are left to the scheduled reconciliation
-INLINE_RUN_STALE = timedelta(hours=6)  # a CLI run on another machine we cannot ask
 
 
 def utcnow() -> datetime:
@@ -44,9 +42,9 @@ def _ensure_db() -> None:
         get_engine()
     except (KBError, SQLAlchemyError, OSError):  # the services did not start: boot them the worker's way
         log.warning("the database did not open on the first try; booting the worker's services", exc_info=True)
-        from kbframework.jobs.tasks import _boot
+        from kbframework.jobs.boot import boot
 
-        _boot()
+        boot()
 
 
 def _text(v) -> str:
@@ -60,12 +58,10 @@ def failure_reason(exc_type, exc_value) -> str:
     from rq.exceptions import AbandonedJobError
     from rq.timeouts import JobTimeoutException
 
-    from kbframework.jobs.policy import heartbeat_seconds
+    from kbframework.jobs.policy import TimeLimitExceeded, heartbeat_seconds
 
     if exc_type is not None and issubclass(exc_type, AbandonedJobError):
         return f"the worker running it stopped (no heartbeat for {heartbeat_seconds()} s)"
-    from kbframework.jobs.heartbeat_worker import TimeLimitExceeded
-
     if exc_type is not None and issubclass(exc_type, (JobTimeoutException, TimeLimitExceeded)):
         return f"it ran longer than its time limit ({exc_value})"
     name = exc_type.__name__ if exc_type is not None else "error"
@@ -145,55 +141,14 @@ def _fail_documents(ids: list[str], reason: str) -> None:
             {"r": reason[:2000], "t": utcnow().isoformat(), "ids": ids})
 
 
-# --------------------------------------------------------------------------- owners of runs
-
-
-def inline_owner() -> str:
-    """The owner recorded on a sync run that runs in this process rather than a job."""
-    return f"pid:{socket.gethostname()}:{os.getpid()}"
-
-
-def owner_alive(connection, owner: str | None, started_at: datetime | None) -> bool:
-    from kbframework.jobs.heartbeat_worker import _alive
-
-    now = utcnow()
-    if not owner:
-        return started_at is not None and now - started_at < INLINE_RUN_STALE
-    if owner.startswith("pid:"):
-        _, host, pid = owner.split(":", 2)
-        if host == socket.gethostname() and pid.isdigit():
-            return _alive(int(pid))
-        return started_at is not None and now - started_at < INLINE_RUN_STALE
-    return job_alive(connection, owner)
-
-
-def job_alive(connection, job_id: str) -> bool:
-    """True while the job is started and its worker's heartbeat lease has not run out."""
-    from rq.exceptions import NoSuchJobError
-    from rq.job import Job
-    from rq.registry import StartedJobRegistry
-
-    try:
-        job = Job.fetch(job_id, connection=connection)
-    except NoSuchJobError:
-        return False
-    if job.get_status(refresh=False) != "started":
-        return False
-    reg = StartedJobRegistry(job.origin, connection=connection)
-    now = utcnow().timestamp()
-    for member, score in connection.zrange(reg.key, 0, -1, withscores=True):
-        if _text(member).split(":", 1)[0] == job_id and score > now:
-            return True
-    return False
-
-
 # --------------------------------------------------------------------------- the sweep
 
 
 def sweep(connection=None, *, registries: bool = False) -> dict:
     """One recovery pass (skipped when another process swept within the interval)."""
+    from kbframework.jobs.outbox import drain
     from kbframework.jobs.policy import sweep_seconds
-    from kbframework.jobs.queues import get_redis
+    from kbframework.jobs.queues import enqueue_now, get_redis
 
     r = connection or get_redis()
     if not r.set(SWEEP_LOCK, os.getpid(), nx=True, ex=max(1, int(sweep_seconds()))):
@@ -202,9 +157,7 @@ def sweep(connection=None, *, registries: bool = False) -> dict:
     out: dict = {}
     if registries:
         out["abandoned"] = clean_registries(r)
-    from kbframework.jobs.outbox import drain
-
-    for name, step in (("outbox", drain), ("runs", lambda: recover_runs(r)),
+    for name, step in (("outbox", lambda: drain(enqueue_now)), ("runs", lambda: recover_runs(r)),
                        ("receipts", lambda: requeue_lost_receipts(r))):
         try:
             out[name] = step()
@@ -238,6 +191,7 @@ def recover_runs(connection) -> dict:
     """Close sync runs left ``running`` by a process that is gone; a source left ``syncing``
     without a live run goes to ``error`` (so it stays due for reconciliation)."""
     from kbframework.db import get_engine
+    from kbframework.jobs.owners import owner_alive
 
     closed = 0
     with get_engine().begin() as conn:

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import logging
 
+from kbframework.jobs.boot import boot
+
 log = logging.getLogger("kbframework.jobs.tasks")
-
-_ready = False
-
-
-def _boot() -> None:
-    global _ready
-    if _ready:
-        return
-    from kbframework.hooks import registry
-    from kbframework.db import init_engine
-    from kbframework.embedded import ensure_services
-
-    db_url, _ = ensure_services()
-    init_engine(db_url)
-    registry.validate_startup()
-    _ready = True
 
 
 def ingest_documents_job(document_ids: list[str], force: bool = False) -> dict:
-    _boot()
+    boot()
     from kbframework.ingest.queue import ingest_now
 
     return {"results": [r.__dict__ for r in ingest_now(document_ids, force=force)]}
@@ -32,14 +18,14 @@ def ingest_documents_job(document_ids: list[str], force: bool = False) -> dict:
 
 def build_vector_index_job(model: str, dim: int) -> dict:
     """Build a model's HNSW index once the load that brought the model is written."""
-    _boot()
+    boot()
     from kbframework.retrieval.vector_index import build
 
     return build(model, dim)
 
 
 def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
-    _boot()
+    boot()
     from kbframework.sources.sync import run_sync
 
     return run_sync(source_id, kind=kind)
@@ -47,7 +33,7 @@ def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
 
 def webhook_job(source_id: str, external_id: str, event: str, payload: dict | None = None,
                 webhook_event_id: int | None = None) -> dict:
-    _boot()
+    boot()
     from rq import get_current_job
 
     from kbframework.sources.sync import process_webhook
@@ -60,7 +46,7 @@ def webhook_job(source_id: str, external_id: str, event: str, payload: dict | No
 
 
 def reindex_job(organization_id: str, which: str = "all", document_id: str | None = None) -> dict:
-    _boot()
+    boot()
     from datetime import datetime, timezone
 
     from rq import get_current_job
@@ -80,7 +66,7 @@ def reindex_job(organization_id: str, which: str = "all", document_id: str | Non
 
 
 def expire_job() -> dict:
-    _boot()
+    boot()
     from kbframework.sources.documents import expire_documents
 
     return expire_documents()
@@ -88,7 +74,7 @@ def expire_job() -> dict:
 
 def recover_job() -> dict:
     """The scheduler's recovery pass: abandoned jobs, stopped sync runs, held and lost work."""
-    _boot()
+    boot()
     from kbframework.jobs.recovery import sweep
 
     return sweep(registries=True)
@@ -96,7 +82,7 @@ def recover_job() -> dict:
 
 def retention_job() -> dict:
     """Delete conversations and feedback older than each organization's retention."""
-    _boot()
+    boot()
     from kbframework.orgs.privacy import purge_expired
 
     return purge_expired()
@@ -104,7 +90,7 @@ def retention_job() -> dict:
 
 def reconcile_due_job() -> dict:
     """Enqueue the reconciliation sync of every source whose interval has passed."""
-    _boot()
+    boot()
     from kbframework.jobs.queues import enqueue
     from kbframework.sources.schedule import due_syncs
 
@@ -115,7 +101,7 @@ def reconcile_due_job() -> dict:
 
 
 def read_upload_job(document_id: str) -> dict:
-    _boot()
+    boot()
     from kbframework.sources.uploads import read_upload
 
     return read_upload(document_id)

@@ -13,10 +13,10 @@ EXPIRY_EVERY = 300  # seconds
 
 
 def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool = False) -> None:
-    from kbframework.jobs import tasks as jobs
+    from kbframework.jobs.boot import boot
     from kbframework.jobs.queues import get_redis, queue
 
-    jobs._boot()
+    boot()
     from kbframework import tenancy
 
     tenancy.use_system_default(f"the worker for {', '.join(queue_names)}")
@@ -74,9 +74,10 @@ def run_cron() -> None:
     from rq.cron import CronScheduler
 
     from kbframework.jobs import tasks as jobs
+    from kbframework.jobs.boot import boot
     from kbframework.jobs.queues import get_redis
 
-    jobs._boot()
+    boot()
     from kbframework import tenancy
 
     tenancy.use_system_default("the scheduler")

@@ -231,7 +231,7 @@ def _run_owner() -> str:
     """The RQ job running this sync, or this process when it runs inline (CLI, tests)."""
     from rq import get_current_job
 
-    from kbframework.jobs.recovery import inline_owner
+    from kbframework.jobs.owners import inline_owner
 
     try:
         job = get_current_job()
