@@ -34,11 +34,13 @@ def main() -> int:
     from kbframework.config import get_config
     from kbframework.db import init_engine
     from kbframework.migrate import upgrade
+    from kbframework.retrieval import vector_index
 
     cfg = get_config()
     db_url, redis_url = embedded.ensure_services(cfg)
     init_engine(db_url)
     upgrade()
+    vector_index.ensure_all()
     results = {"machine": {"cpus": os.cpu_count()}, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
         for name in only:

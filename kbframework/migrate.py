@@ -27,6 +27,9 @@ def _as_owner(conn) -> None:
 
 
 def upgrade(revision: str = "head") -> None:
+    """The schema only. The vector indexes belong to retrieval and are kept by the caller
+    (``kbf db upgrade`` runs ``vector_index.ensure_all`` next), so the foundation never
+    reaches up into retrieval."""
     engine = get_engine()
     with engine.begin() as conn:
         _as_owner(conn)
@@ -39,19 +42,6 @@ def upgrade(revision: str = "head") -> None:
         command.upgrade(cfg, revision)
     # the pgvector type must be registered on connections opened before the extension existed
     engine.dispose()
-    build_vector_indexes()
-
-
-def build_vector_indexes() -> list[dict]:
-    """Every embedding model in use gets its HNSW index, built CONCURRENTLY (outside any
-    transaction, so answers go on meanwhile); a schema before the compact vectors has none."""
-    from kbframework.retrieval import vector_index
-
-    with get_engine().connect() as conn:
-        has_column = conn.execute(text(
-            "SELECT 1 FROM information_schema.columns WHERE table_name = 'chunks' "
-            "AND column_name = 'embedding_half'")).first()
-    return vector_index.ensure_all() if has_column else []
 
 
 def _update_vector_extension(engine) -> None:

@@ -52,10 +52,12 @@ def kb_services():
     cfg = kbconfig.get_config()
     db_url, redis_url = embedded.ensure_services(cfg)
     db.init_engine(db_url)
-    from kbframework.migrate import upgrade
     from kbframework.jobs.queues import init_redis
+    from kbframework.migrate import upgrade
+    from kbframework.retrieval import vector_index
 
     upgrade()
+    vector_index.ensure_all()
     init_redis(redis_url)
     yield cfg
     db.dispose()

@@ -126,9 +126,14 @@ def services_upgrade(old_bin, remove_old):
 @services.command("status")
 @click.option("--json", "as_json", is_flag=True)
 def services_status(as_json):
+    from kbframework.config import get_config
     from kbframework.embedded import status
 
     st = status()
+    if get_config().database_url is not None or st["postgres"]["running"]:
+        from kbframework.db import replication_status
+
+        st["replication"] = replication_status()
     if as_json:
         return out_json(st)
     for name, info in st.items():
@@ -214,9 +219,13 @@ def db():
 @click.argument("revision", default="head")
 def db_upgrade(revision):
     from kbframework.migrate import current, upgrade
+    from kbframework.retrieval import vector_index
 
     upgrade(revision)
     click.echo(f"database at revision {current()}")
+    for res in vector_index.ensure_all():  # every embedding model in use keeps its HNSW index
+        if res["built"]:
+            click.echo(f"{res['name']}: built in {res['seconds']} s")
 
 
 @db.command("current")

@@ -31,6 +31,8 @@ def normalize_db_url(url: str) -> str:
 
 
 def status(cfg: Config | None = None) -> dict:
+    """Which servers are embedded and running. Replication is the database's to report
+    (``db.replication_status``): the engine starts these servers, never the other way round."""
     cfg = cfg or get_config()
     out = {
         "postgres": {"embedded": cfg.database_url is None, "running": postgres_running(cfg)
@@ -43,10 +45,6 @@ def status(cfg: Config | None = None) -> dict:
 
     if cfg.database_url is None and (standby_dir(cfg) / "PG_VERSION").exists():
         out["standby"] = {"embedded": True, "running": standby_running(cfg), "dir": str(standby_dir(cfg))}
-    if cfg.database_url is not None or out["postgres"]["running"]:
-        from kbframework.db import replication_status
-
-        out["replication"] = replication_status()
     return out
 
 

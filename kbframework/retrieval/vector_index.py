@@ -4,7 +4,7 @@ Each model gets a partial expression index on the compact copy of its vectors,
 ``(embedding_half::halfvec(dim)) halfvec_cosine_ops WHERE embedding_model = '<model>'``,
 so a model switch (two models serving side by side) never mixes dimensions and the old
 model's index keeps answering until its chunks are gone. Indexes are built
-``CONCURRENTLY`` (answers and ingestion go on meanwhile) by the migration, by the ingest
+``CONCURRENTLY`` (answers and ingestion go on meanwhile) after ``kbf db upgrade``, by the ingest
 worker after a load brings a model that has none (queued behind the load, so a bulk load
 never pays per-row graph maintenance), and by ``kbf db indexes --build``. The vector leg
 (``retrieval.search``) repeats the index expression exactly.
@@ -159,14 +159,23 @@ def rebuild(name: str) -> dict:
 
 
 def ensure_all(conn=None) -> list[dict]:
-    """Build every missing or invalid index (the post-load step, and the migration's)."""
+    """Build every missing or invalid index: the post-load step, and the one after ``kbf db
+    upgrade`` (a schema from before the compact vectors has nothing to index, and gets none)."""
     own = conn is None
     conn = conn or _autocommit_conn()
     try:
+        if not _has_compact_vectors(conn):
+            return []
         return [build(model, dim, conn) for model, dim in sorted(models_in_use(conn).items())]
     finally:
         if own:
             conn.close()
+
+
+def _has_compact_vectors(conn) -> bool:
+    return conn.execute(text(
+        "SELECT 1 FROM information_schema.columns WHERE table_name = 'chunks' "
+        "AND column_name = 'embedding_half'")).first() is not None
 
 
 def _remember(model: str) -> None:

@@ -10,7 +10,7 @@ Revises: 0004_row_level_security
 - the full-text GIN index becomes ``(organization_id, tsv)`` (btree_gin): the keyword leg
   touches only the organization's rows.
 - one HNSW index per embedding model in use, built CONCURRENTLY after the migration commits
-  (kbframework.retrieval.vector_index, called by kbframework.migrate.upgrade).
+  (kbframework.retrieval.vector_index.ensure_all, which `kbf db upgrade` calls after migrating).
 """
 from alembic import op
 from sqlalchemy import text
@@ -34,7 +34,7 @@ def upgrade() -> None:
             "SELECT indexname FROM pg_indexes WHERE tablename = 'chunks' AND indexname LIKE 'ix_chunks_hnsw_%'")):
         op.execute(f"DROP INDEX IF EXISTS {name}")
     # the HNSW indexes themselves are built CONCURRENTLY right after this transaction
-    # commits, by `kbf db upgrade` (kbframework.migrate.upgrade → vector_index.ensure_all)
+    # commits, by `kbf db upgrade` (vector_index.ensure_all once the migrations ran)
 
 
 def downgrade() -> None:
