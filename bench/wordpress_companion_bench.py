@@ -84,7 +84,7 @@ def run() -> dict:
     from tests.test_wordpress_companion import CompanionSite, LivePlatform, install_from_zip
 
     from kbframework.web import create_app
-    from kbframework_wordpress import companion as cp
+    from kbframework.sources.connections import new_connect_code
 
     state_file = f"/tmp/kbf-wp-state-companion-bench-{WP_PORT}.json"
     env = {**os.environ, "WP_STATE_FILE": state_file}
@@ -103,7 +103,7 @@ def run() -> dict:
         wp = CompanionSite(json.loads(Path(state_file).read_text()), state_file)
         wp.login()
         install_from_zip(wp)
-        code = cp.new_code(_org(), None, platform.url)["code"]
+        code = new_connect_code(_org(), None, platform.url)["code"]
         resp = wp.submit("kbfc-connect-form", {"kbfc_code": code})
         if "Connected." not in resp.text:
             return {"error": "connect failed"}

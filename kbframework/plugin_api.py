@@ -51,6 +51,18 @@ EXPORTS = {
     "get_config": ("kbframework.config", "get_config"),
     # routes a plugin adds in kb_register_blueprints: admins only, CSRF-checked
     "admin_required": ("kbframework.web.auth", "admin_required"),
+    # a remote site connected by pasting one code (a companion plugin on that site): the
+    # host keeps the codes, the source, the website key and the nonces; the plugin its protocol
+    "ConnectCodeInvalid": ("kbframework.sources.connections", "ConnectCodeInvalid"),
+    "new_connect_code": ("kbframework.sources.connections", "new_connect_code"),
+    "check_connect_rate": ("kbframework.sources.connections", "check_connect_rate"),
+    "take_connect_code": ("kbframework.sources.connections", "take_connect_code"),
+    "organization_context": ("kbframework.sources.connections", "organization_context"),
+    "connect_site": ("kbframework.sources.connections", "connect_site"),
+    "connected_sites": ("kbframework.sources.connections", "connected_sites"),
+    "disconnect_site": ("kbframework.sources.connections", "disconnect_site"),
+    "first_use_of_nonce": ("kbframework.sources.connections", "first_use_of_nonce"),
+    "widget_settings": ("kbframework.web.embed_security", "widget_settings"),
 }
 
 __all__ = sorted(EXPORTS)

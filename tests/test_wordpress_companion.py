@@ -49,27 +49,27 @@ def sign(raw: bytes, secret: str) -> str:
 
 def test_connect_code_is_single_use_hashed_and_expires(kb_admin, kb_services):
     from kbframework.jobs.queues import get_redis
-    from kbframework_wordpress import companion as cp
+    from kbframework.sources import connections as cp
 
     r = kb_admin.post("/api/admin/v1/wordpress/connect-codes")
     assert r.status_code == 201, r.get_data(as_text=True)
     out = r.get_json()
     code = out["code"]
-    url, token = cp.parse_code(code)
+    url, token = cp.parse_connect_code(code)
     assert url == "http://localhost" and out["ttl_seconds"] == cp.CODE_TTL_SECONDS
-    keys = [k.decode() for k in get_redis().keys("kbf:wpconnect:code:*")]
-    assert keys == [f"kbf:wpconnect:code:{hashlib.sha256(token.encode()).hexdigest()}"]  # only the hash
+    keys = [k.decode() for k in get_redis().keys("kbf:connect:code:*")]
+    assert keys == [f"kbf:connect:code:{hashlib.sha256(token.encode()).hexdigest()}"]  # only the hash
     assert token not in get_redis().get(keys[0]).decode()
     assert 0 < get_redis().ttl(keys[0]) <= cp.CODE_TTL_SECONDS
 
-    record = cp.take_code(code)
+    record = cp.take_connect_code(code)
     assert record["org"] == kb_admin.org["id"]
     with pytest.raises(cp.ConnectCodeInvalid, match="expired or was already used"):
-        cp.take_code(code)
-    expiring = cp.new_code(kb_admin.org["id"], None, "http://localhost", ttl=1)["code"]
+        cp.take_connect_code(code)
+    expiring = cp.new_connect_code(kb_admin.org["id"], None, "http://localhost", ttl=1)["code"]
     time.sleep(1.3)
     with pytest.raises(cp.ConnectCodeInvalid):
-        cp.take_code(expiring)
+        cp.take_connect_code(expiring)
 
 
 def test_connect_codes_need_an_admin(kb_app, kb_org):
@@ -82,7 +82,7 @@ def test_connect_codes_need_an_admin(kb_app, kb_org):
 
 
 def test_exchange_refuses_bad_input_and_is_rate_limited(kb_app, kb_admin):
-    from kbframework_wordpress import companion as cp
+    from kbframework.sources import connections as cp
 
     c = kb_app.test_client()
     url = "/api/webhooks/v1/wordpress/connect"

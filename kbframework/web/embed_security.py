@@ -354,6 +354,12 @@ def clean_public_history(history, limits: dict) -> list[dict]:
 # --------------------------------------------------------------------------- public settings
 
 
+def widget_settings(key: str) -> dict:
+    """What the widget of assistant key ``key`` shows (title, colour, welcome...): a plugin
+    that puts the widget on a site hands it to that site's own settings page."""
+    return public_config(load_key(key))
+
+
 def public_config(k: KeyInfo) -> dict:
     """What the widget and the embed page may know: branding and texts, nothing internal.
     Key settings win over the organization's branding (the ``branding_*`` settings)."""
