@@ -81,10 +81,9 @@ def _wait(pred, timeout=60.0, step=0.02):
 def run() -> dict:
     if shutil.which("php") is None or os.geteuid() != 0:
         return {"skipped": "needs root and php (scripts/test-deps.sh)"}
-    from tests.test_wordpress_companion import CompanionSite, LivePlatform, install_from_zip
-
-    from kbframework.web import create_app
+    from fakes.wordpress_site import CompanionSite, LivePlatform, install_from_zip
     from kbframework.sources.connections import new_connect_code
+    from kbframework.web import create_app
 
     state_file = f"/tmp/kbf-wp-state-companion-bench-{WP_PORT}.json"
     env = {**os.environ, "WP_STATE_FILE": state_file}

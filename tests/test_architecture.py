@@ -268,17 +268,27 @@ def test_docs_architecture_matches_the_imports():
     assert not bad, "imports that docs/architecture.md does not allow:\n" + "\n".join(sorted(bad))
 
 
-# bench modules that still import a test module (landed meanwhile); the list may only shrink
-BENCH_IMPORTING_TESTS = {"bench/wordpress_companion_bench.py"}
+def imports_of_test_modules(source: str) -> list[int]:
+    """Lines of ``source`` that import a test module (``tests``, ``tests.x``, ``test_x``)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(n == "tests" or n.startswith(("tests.", "test_")) for n in names):
+            out.append(node.lineno)
+    return out
+
+
+def test_the_bench_checker_sees_a_test_import():
+    src = ("import json\nfrom tests.test_wordpress_companion import CompanionSite\nimport tests\n"
+           "def f():\n    from test_woocommerce import x\nfrom fakes.wordpress_site import CompanionSite\n")
+    assert imports_of_test_modules(src) == [2, 3, 5]
 
 
 def test_bench_imports_no_test_module():
-    found = {}
-    for path in sorted((ROOT / "bench").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            if any(n == "tests" or n.startswith("tests.") for n in names):
-                found.setdefault(str(path.relative_to(ROOT)), []).append(node.lineno)
-    assert not {f: v for f, v in found.items() if f not in BENCH_IMPORTING_TESTS}, found
-    assert BENCH_IMPORTING_TESTS <= set(found), "remove the bench modules that no longer import tests"
+    """What a bench shares with the tests (fake servers, the test WordPress's driver) lives in
+    ``fakes/``: a bench that imported a test module would run its module code and break
+    whenever a test is renamed."""
+    found = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / "bench").rglob("*.py"))
+             if (lines := imports_of_test_modules(p.read_text()))}
+    assert not found, f"bench modules importing a test module: {found}"
