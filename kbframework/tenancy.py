@@ -1,7 +1,7 @@
 """Row-level security: which organization's rows a database transaction may see.
 
 Every query already filters by organization; this is the second wall behind that filter.
-PostgreSQL policies (migration ``0002_row_level_security``) show a row of a tenant table
+PostgreSQL policies (migration ``0004_row_level_security``) show a row of a tenant table
 only when its ``organization_id`` equals the transaction's ``app.organization_id`` setting,
 or when the transaction declared a system bypass (``app.rls_bypass = 'on'``). Connections
 enter the non-superuser ``kbf_tenant`` role (NOBYPASSRLS) as soon as they open, so the
@@ -14,9 +14,13 @@ The scope of the current code path is a context variable:
   API, or the source's organization on a webhook;
 - ``with tenancy.system("why")``: an explicit, logged bypass for work that is genuinely
   cross-organization (finding a session by its token, a key by its value, a source by its
-  webhook address; migrations; the scheduler);
-- processes that are not web servers (worker, scheduler, CLI) default to the system
-  bypass, logged once when they start (``use_system_default``).
+  webhook address; migrations; the scheduler's sweeps);
+- a queued job runs with the organization recorded when it was queued
+  (``kbframework.jobs.scope``); the worker and the scheduler default to *no* organization
+  (``use_nobody_default``), so a job that records none sees nothing unless its function
+  declares ``system("why")`` itself;
+- the CLI and code called directly (tests) default to the system bypass
+  (``use_system_default`` says so in the log).
 
 Every transaction copies the scope into ``app.organization_id`` / ``app.rls_bypass`` when it
 begins (``db`` installs the hook); the settings are transaction-local, so a pooled
@@ -39,7 +43,7 @@ NOBODY = "nobody"
 ENABLED = True  # the RLS bench switches it off to measure the cost (new connections follow it)
 
 _scope: ContextVar[Optional[str]] = ContextVar("kbf_tenant_scope", default=None)
-_default = SYSTEM  # not a web request: worker, scheduler, CLI, tests calling functions directly
+_default = SYSTEM  # not a web request nor a worker: CLI, tests calling functions directly
 
 
 def use_system_default(who: str) -> None:
@@ -49,10 +53,24 @@ def use_system_default(who: str) -> None:
     log.info("row-level security: %s runs cross-organization work with the system bypass", who)
 
 
+def use_nobody_default(who: str) -> None:
+    """Declare this process's default scope *no* organization: whatever runs without a declared
+    scope (a job queued without its organization) sees no tenant rows."""
+    global _default
+    _default = NOBODY
+    log.info("row-level security: %s sees no organization's rows unless a job declares its scope", who)
+
+
 def current() -> str:
     """An organization id (text), ``SYSTEM`` or ``NOBODY``."""
     v = _scope.get()
     return v if v is not None else _default
+
+
+def current_organization() -> Optional[str]:
+    """The organization id (text) when the scope is one organization, else None."""
+    scope = current()
+    return None if scope in (SYSTEM, NOBODY) else scope
 
 
 def sql_settings() -> tuple[str, str]:

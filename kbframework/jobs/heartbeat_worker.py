@@ -8,6 +8,9 @@ with a short lease (``KB_JOB_HEARTBEAT_SECONDS``); when the process dies the lea
 and the next sweep, on any worker, retries or fails the job. The worker also sweeps often
 (``KB_JOB_SWEEP_SECONDS``), not every ten minutes, and its sweep runs our recovery
 (``kbframework.jobs.recovery.sweep``) after RQ's own registry cleanup.
+
+Each job runs in the organization recorded when it was queued (``kbframework.jobs.scope``);
+the process itself sees no organization's rows.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 from kbframework.jobs import policy
 from kbframework.jobs.owners import pid_alive
 from kbframework.jobs.policy import TimeLimitExceeded
+from kbframework.jobs.scope import ScopedJobs
 
 log = logging.getLogger("kbframework.worker")
 
@@ -38,7 +42,7 @@ class TimeLimit(UnixSignalDeathPenalty):
         super().__init__(timeout, exception, **kwargs)
 
 
-class HeartbeatWorker(SimpleWorker):
+class HeartbeatWorker(ScopedJobs, SimpleWorker):
     death_penalty_class = TimeLimit
 
     def __init__(self, *args, **kwargs):

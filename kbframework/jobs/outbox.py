@@ -29,7 +29,12 @@ class HeldJob:
 
 
 def hold(queue: str, func: str, args, kwargs: dict | None, job_id: str | None, reason: str) -> HeldJob:
+    """Keep a job for later, with the organization it works for (the caller's scope unless the
+    job's meta names one): the sweep that queues it later runs cross-organization."""
     from kbframework.db import get_engine
+    from kbframework.jobs.scope import with_organization
+
+    kwargs = {**(kwargs or {}), "meta": with_organization((kwargs or {}).get("meta"))}
 
     with get_engine().begin() as conn:
         row_id = conn.execute(text(

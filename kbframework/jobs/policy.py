@@ -76,13 +76,16 @@ def policy(kind: str) -> JobPolicy:
 
 def enqueue_options(kind: str) -> dict:
     """Keyword arguments for ``Queue.enqueue``: timeout, retries with backoff, the callback
-    that records each failure, and a failed job kept a week so ``kbf jobs`` can show it."""
+    that records each failure, a failed job kept a week so ``kbf jobs`` can show it, and the
+    organization of the current scope, which the worker runs the job in."""
     from rq import Callback, Retry
+
+    from kbframework.jobs.scope import with_organization
 
     p = policy(kind)
     opts = {"job_timeout": p.timeout, "failure_ttl": 7 * 24 * 3600,
             "on_failure": Callback("kbframework.jobs.recovery.job_failed"),
-            "meta": {"kind": kind, "attempts": 0}}
+            "meta": with_organization({"kind": kind, "attempts": 0})}
     if p.retries:
         opts["retry"] = Retry(max=p.retries, interval=list(p.backoff))
     return opts

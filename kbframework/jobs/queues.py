@@ -70,10 +70,18 @@ def enqueue_now(name: str, func, *args, job_id: str | None = None, **kwargs):
     return queue(name).enqueue(func, *args, job_id=job_id, **opts)
 
 
-def enqueue(name: str, func, *args, job_id: str | None = None, hold: bool = True, **kwargs):
+def enqueue(name: str, func, *args, job_id: str | None = None, hold: bool = True, for_organization=None,
+            **kwargs):
     """Queue a job. When Redis is unreachable the job is held in PostgreSQL (the outbox) and a
     ``HeldJob`` (``.held`` is true) comes back: the caller's write stands and the job runs once
-    Redis is back. ``hold=False`` raises ServiceUnavailable instead."""
+    Redis is back. ``hold=False`` raises ServiceUnavailable instead.
+
+    The job runs in the organization of the caller's scope, or in ``for_organization`` (code
+    running cross-organization names the organization the job belongs to); with neither it
+    runs seeing no organization's rows (``kbframework.jobs.scope``)."""
+    from kbframework.jobs.scope import with_organization
+
+    kwargs["meta"] = with_organization(kwargs.get("meta"), for_organization)
     try:
         return enqueue_now(name, func, *args, job_id=job_id, **kwargs)
     except redis.RedisError as exc:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from rq import SimpleWorker
 
+from kbframework.jobs.scope import ScopedJobs
+
 log = logging.getLogger("kbframework.jobs.worker")
 
 EXPIRY_EVERY = 300  # seconds
@@ -19,7 +21,9 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
     boot()
     from kbframework import tenancy
 
-    tenancy.use_system_default(f"the worker for {', '.join(queue_names)}")
+    # a job sees the rows of the organization it was queued for (kbframework.jobs.scope); one
+    # queued without an organization sees nothing unless its function declares a system scope
+    tenancy.use_nobody_default(f"the worker for {', '.join(queue_names)}")
     child = None
     if with_scheduler and not burst:
         child = _start_scheduler()
@@ -80,7 +84,8 @@ def run_cron() -> None:
     boot()
     from kbframework import tenancy
 
-    tenancy.use_system_default("the scheduler")
+    # it only queues the periodic jobs; each job declares its own scope where it runs
+    tenancy.use_nobody_default("the scheduler")
     _stop_when_orphaned()
     cron = CronScheduler(connection=get_redis(), logging_level="WARNING")
     cron.register(jobs.expire_job, "reindex", interval=EXPIRY_EVERY)
@@ -112,8 +117,13 @@ def _stop_when_orphaned() -> None:
     threading.Thread(target=watch, name="kbf-scheduler-watchdog", daemon=True).start()
 
 
+class BurstWorker(ScopedJobs, SimpleWorker):
+    """``run_burst``'s in-process worker: jobs run in their organization, like ``kbf worker``'s."""
+
+
 def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:
-    """Drain the queues once in this process (tests and `make run` seeding use it)."""
+    """Drain the queues once in this process (tests and `make run` seeding use it). Each job
+    runs in the organization it was queued for; one queued without keeps this process's scope."""
     from kbframework.jobs.queues import get_redis, queue
     from rq.registry import ScheduledJobRegistry
 
@@ -126,4 +136,4 @@ def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:
             reg.remove(job_id)
             if job is not None:
                 q.enqueue_job(job)
-    SimpleWorker(qs, connection=r).work(burst=True, logging_level="WARNING")
+    BurstWorker(qs, connection=r).work(burst=True, logging_level="WARNING")
