@@ -342,10 +342,14 @@ def doc_add_manual(org_slug, title, body_file, tags, role, expires, use_queue):
     data = {"title": title, "body": body, "tags": [t for t in tags.split(",") if t.strip()], "role": role}
     if expires:
         data["expires_at"] = expires
+    from kbframework import tenancy
+
     with session_scope() as s:
-        d = docs.create_manual(s, _org(s, org_slug).id, data)
+        org_id = _org(s, org_slug).id
+        d = docs.create_manual(s, org_id, data)
         did = d.id
-    res = queue_ingest([did], inline=not use_queue)
+    with tenancy.organization(org_id):  # a queued job runs for the document's organization
+        res = queue_ingest([did], inline=not use_queue)
     if use_queue:
         click.echo(f"document {did} queued for indexing")
     else:
@@ -732,6 +736,19 @@ def source_list(org_slug):
                        + (f"\t{src.last_error}" if src.last_error else ""))
 
 
+def _source_org(source_id) -> str:
+    """The organization a source belongs to (a job queued from here runs there)."""
+    from kbframework.db import session_scope
+    from kbframework.models import Source
+    from kbframework.orgs.accounts import as_uuid
+
+    with session_scope() as s:
+        src = s.get(Source, as_uuid(source_id))
+        if src is None:
+            raise click.ClickException(f"no source {source_id}")
+        return str(src.organization_id)
+
+
 @source.command("sync")
 @click.argument("source_id")
 @click.option("--full", is_flag=True)
@@ -755,7 +772,8 @@ def source_sync(source_id, full, wait):
         return
     from kbframework.jobs.queues import enqueue, is_held
 
-    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind)
+    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind,
+                  for_organization=_source_org(source_id))
     if is_held(job):
         click.echo(f"Redis is not reachable: the sync is held as {job.id} and queued once it is back")
     else:

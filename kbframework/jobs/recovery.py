@@ -92,9 +92,22 @@ def job_failed(job, connection, exc_type, exc_value, tb) -> None:
                 "" if final else f"; {meta['next_attempt']}")
     try:
         _ensure_db()
-        _record_failure(job, reason, final, meta["attempts"])
+        with _scope_of(job):
+            _record_failure(job, reason, final, meta["attempts"])
     except Exception as exc:  # the job's own state is already in RQ's failed registry
         log.warning("could not record the failure of job %s in the database: %s", job.id, exc)
+
+
+def _scope_of(job):
+    """A failure is recorded in the failed job's organization: the callback also runs from the
+    sweep (a dead worker's job), outside any job. A job that names no organization (queued
+    before jobs recorded theirs) has its failure recorded with an explicit bypass: the update
+    touches only the rows the job's own ids name."""
+    from kbframework import tenancy
+    from kbframework.jobs.scope import organization_of
+
+    org = organization_of(job)
+    return tenancy.organization(org) if org else tenancy.system("record the failure of a job naming no organization")
 
 
 def _record_failure(job, reason: str, final: bool, attempts: int) -> None:
@@ -145,7 +158,15 @@ def _fail_documents(ids: list[str], reason: str) -> None:
 
 
 def sweep(connection=None, *, registries: bool = False) -> dict:
-    """One recovery pass (skipped when another process swept within the interval)."""
+    """One recovery pass (skipped when another process swept within the interval). It runs
+    cross-organization: the worker calls it between jobs, where it sees no rows by default."""
+    from kbframework import tenancy
+
+    with tenancy.system("the recovery sweep over every organization's held jobs, runs and receipts"):
+        return _sweep(connection, registries=registries)
+
+
+def _sweep(connection=None, *, registries: bool = False) -> dict:
     from kbframework.jobs.outbox import drain
     from kbframework.jobs.policy import sweep_seconds
     from kbframework.jobs.queues import enqueue_now, get_redis
@@ -227,14 +248,14 @@ def requeue_lost_receipts(connection) -> int:
     now = utcnow()
     with get_engine().connect() as conn:
         rows = conn.execute(text(
-            "SELECT source_id, external_id, max(id) FROM webhook_events "
+            "SELECT source_id, external_id, max(id), organization_id FROM webhook_events "
             "WHERE outcome = 'queued' AND external_id IS NOT NULL AND received_at < :stale "
-            "AND received_at > :horizon GROUP BY source_id, external_id LIMIT 200"),
+            "AND received_at > :horizon GROUP BY source_id, external_id, organization_id LIMIT 200"),
             {"stale": now - RECEIPT_STALE, "horizon": now - RECEIPT_HORIZON}).all()
         held = {(_text(a[0]), _text(a[1])) for a in conn.execute(text(
             "SELECT args->>0, args->>1 FROM job_outbox WHERE queue = 'webhook'")).all()}
     n = 0
-    for source_id, external_id, event_id in rows:
+    for source_id, external_id, event_id, org_id in rows:
         key = (str(source_id), str(external_id))
         if key in held or pending_job(*key):
             continue
@@ -242,7 +263,7 @@ def requeue_lost_receipts(connection) -> int:
         if not connection.set(marker, 1, nx=True, ex=int(RECEIPT_HORIZON.total_seconds())):
             continue  # queued once already; its job records the outcome
         enqueue("webhook", "kbframework.jobs.tasks.webhook_job", key[0], key[1], "updated", None, int(event_id),
-                job_id=f"wh-{key[0]}-{key[1]}-requeued-{event_id}")
+                job_id=f"wh-{key[0]}-{key[1]}-requeued-{event_id}", for_organization=org_id)
         n += 1
     if n:
         log.warning("re-queued %s webhook item(s) whose job was lost", n)

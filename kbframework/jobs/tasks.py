@@ -1,9 +1,14 @@
 """RQ job functions. They take ids, never ORM objects, and build the host once per worker
-process, so a worker sees exactly the plugins the web process sees."""
+process, so a worker sees exactly the plugins the web process sees.
+
+A job for one organization runs in the organization recorded when it was queued
+(``kbframework.jobs.scope``); the worker's own default sees no rows. The jobs that are truly
+cross-organization declare the system bypass here, each with its reason."""
 from __future__ import annotations
 
 import logging
 
+from kbframework import tenancy
 from kbframework.jobs.boot import boot
 
 log = logging.getLogger("kbframework.jobs.tasks")
@@ -21,7 +26,8 @@ def build_vector_index_job(model: str, dim: int) -> dict:
     boot()
     from kbframework.retrieval.vector_index import build
 
-    return build(model, dim)
+    with tenancy.system("build a model's vector index over every organization's chunks"):
+        return build(model, dim)
 
 
 def sync_source_job(source_id: str, kind: str = "incremental") -> dict:
@@ -62,14 +68,16 @@ def reindex_job(organization_id: str, which: str = "all", document_id: str | Non
         elif not first:
             job.meta["first_started_at"] = datetime.now(timezone.utc).isoformat()
             job.save_meta()
-    return reindex_now(organization_id, which=which, document_id=document_id, skip_indexed_since=since)
+    with tenancy.organization(organization_id):  # the job names its organization: it runs there
+        return reindex_now(organization_id, which=which, document_id=document_id, skip_indexed_since=since)
 
 
 def expire_job() -> dict:
     boot()
     from kbframework.sources.documents import expire_documents
 
-    return expire_documents()
+    with tenancy.system("expire documents past their date in every organization"):
+        return expire_documents()
 
 
 def recover_job() -> dict:
@@ -77,7 +85,8 @@ def recover_job() -> dict:
     boot()
     from kbframework.jobs.recovery import sweep
 
-    return sweep(registries=True)
+    with tenancy.system("the recovery sweep over every organization's runs and receipts"):
+        return sweep(registries=True)
 
 
 def retention_job() -> dict:
@@ -85,19 +94,25 @@ def retention_job() -> dict:
     boot()
     from kbframework.orgs.privacy import purge_expired
 
-    return purge_expired()
+    with tenancy.system("retention purge of every organization"):
+        return purge_expired()
 
 
 def reconcile_due_job() -> dict:
-    """Enqueue the reconciliation sync of every source whose interval has passed."""
+    """Enqueue the reconciliation sync of every source whose interval has passed, each for its
+    source's organization."""
     boot()
     from kbframework.jobs.queues import enqueue
-    from kbframework.sources.schedule import due_syncs
+    from kbframework.sources.schedule import due_syncs, source_organizations
 
-    out = due_syncs()
+    with tenancy.system("the scheduler's sweep of every organization's sources due for a sync"):
+        out = due_syncs()
+        orgs = source_organizations(list(out))
     for source_id, kind in out.items():
-        enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind, job_id=f"reconcile-{source_id}")
-    return {"enqueued": out}
+        if source_id in orgs:  # a source deleted since is not synced
+            enqueue("sync", "kbframework.jobs.tasks.sync_source_job", source_id, kind,
+                    job_id=f"reconcile-{source_id}", for_organization=orgs[source_id])
+    return {"enqueued": {k: v for k, v in out.items() if k in orgs}}
 
 
 def read_upload_job(document_id: str) -> dict:

@@ -212,7 +212,7 @@ def connect_site(organization_id, source_type: str, *, match: Mapping[str, str],
             config.update({k: old[k] for k in keep if old.get(k)})
             src = update_source(s, org_id, src.id, {"config": config, "status": "active"})
         out = {"source_id": str(src.id), "assistant_key": key.key, "config": dict(src.config or {})}
-    enqueue("sync", "kbframework.jobs.tasks.sync_source_job", out["source_id"], "full")
+    enqueue("sync", "kbframework.jobs.tasks.sync_source_job", out["source_id"], "full", for_organization=org_id)
     return out
 
 

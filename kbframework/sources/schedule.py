@@ -2,6 +2,7 @@
 sync at least once a day (incremental syncs never see deletions; a full one reconciles them)."""
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -34,3 +35,12 @@ def due_syncs(now: datetime | None = None) -> dict[str, str]:
                 SyncRun.source_id == source_id, SyncRun.kind == "full", SyncRun.status.in_(("success", "partial"))))
         out[source_id] = "full" if last_full is None or last_full < now - FULL_EVERY else "incremental"
     return out
+
+
+def source_organizations(source_ids: list[str]) -> dict[str, str]:
+    """{source id: organization id}: the scheduler queues each due sync for its organization."""
+    if not source_ids:
+        return {}
+    with session_scope() as s:
+        rows = s.execute(select(Source.id, Source.organization_id).where(Source.id.in_([uuid.UUID(str(i)) for i in source_ids]))).all()
+    return {str(sid): str(org) for sid, org in rows}
