@@ -17,6 +17,7 @@ Every part is logged with the extractor that found it.
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import threading
@@ -170,7 +171,9 @@ def extract_filter_parts(query: str, context: dict) -> tuple[list[FilterPart], l
     timings: dict = {}
     if context.get("rules_only"):  # re-reading an earlier turn: no model call
         impls = [i for i in impls if not getattr(i.function, "kb_parallel", False)]
-    futures = [(impl, _pool.submit(_call, impl, query, context)) for impl in impls
+    # each extractor thread runs in this request's (or job's) tenant scope: a pool thread does not
+    # inherit context variables
+    futures = [(impl, _pool.submit(contextvars.copy_context().run, _call, impl, query, context)) for impl in impls
                if getattr(impl.function, "kb_parallel", False)]
     for impl in impls:
         if getattr(impl.function, "kb_parallel", False):
