@@ -146,7 +146,7 @@ def test_worker_killed_mid_sync_the_sync_is_retried_and_completes(kb_source, kb_
     src = kb_source("sitemap", {"sitemap_urls": [srv.url + "/sitemap.xml"], "concurrency": 1})
     from kbframework.jobs.queues import enqueue
 
-    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", src.id, "full")
+    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", src.id, "full", for_organization=src.org["id"])
     w1 = workers()
     # the first batch of documents is saved, the crawl is still going: kill the worker
     wait_for(lambda: count("SELECT count(*) FROM documents WHERE source_id = :s", s=src.id) >= 50,
@@ -266,7 +266,8 @@ def test_a_job_that_keeps_dying_ends_failed_and_visible(kb_source, kb_http_serve
     from kbframework.sources.schedule import due_sources
 
     # one retry allowed: the worker is killed during the first attempt and during the retry
-    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", src.id, "full", retry=Retry(max=1, interval=[1]))
+    job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", src.id, "full", retry=Retry(max=1, interval=[1]),
+                  for_organization=src.org["id"])
     for attempt in range(2):
         w = workers()
         # this attempt's own run is open (the run of the attempt before was closed first)
@@ -509,7 +510,7 @@ def test_a_hung_job_is_stopped_at_its_time_limit_and_fails_visibly(kb_source, kb
     srv = slow_site(kb_http_server, 40, delay=0.5)
     src = kb_source("sitemap", {"sitemap_urls": [srv.url + "/sitemap.xml"], "concurrency": 1})
     job = enqueue("sync", "kbframework.jobs.tasks.sync_source_job", src.id, "full", retry=Retry(max=1, interval=[1]),
-                  job_timeout=3)
+                  job_timeout=3, for_organization=src.org["id"])
     workers()
     wait_for(lambda: Job.fetch(job.id, connection=get_redis()).get_status() == "failed", 60,
              "the job to fail after its time limit twice")
