@@ -580,10 +580,11 @@ def eval_gate(questions, calibrate, dataset, as_json):
     from kbframework.retrieval.evaluation import DEMO_GATE_QUESTIONS, format_gate_report, run_gate_eval
 
     if calibrate:
-        from kbframework.retrieval.gate_calibration import DEFAULT_DATASET, calibrate as fit, format_calibration
+        from kbframework.retrieval.evaluation import run_gate_calibration
+        from kbframework.retrieval.gate_calibration import DEFAULT_DATASET, format_calibration
 
         path = dataset or (DEFAULT_DATASET if DEFAULT_DATASET.exists() else None)
-        rep = fit(path, demo_questions=questions, log=lambda m: click.echo(m, err=True))
+        rep = run_gate_calibration(path, questions=questions, log=lambda m: click.echo(m, err=True))
         if as_json:
             click.echo(json.dumps({k: v for k, v in rep.items() if k != "cases"}, indent=2, default=str))
             return

@@ -351,7 +351,7 @@ def _gate_rates(path, org_id: str, now: datetime) -> dict:
     left out (falling back is right for them), as the time-aware nDCG leaves them out."""
     from kbframework.retrieval.gate_calibration import dataset_cases
 
-    cases, left_out = dataset_cases(path, org_id, now, log=lambda m: None)
+    cases, left_out = dataset_cases(read_dataset(path), org_id, now, log=lambda m: None)
     ans = [c for c in cases if c.answerable]
     un = [c for c in cases if not c.answerable]
     return {"unanswerable": len(un), "unanswerable_fell_back": sum(not c.product_passed for c in un),
@@ -544,3 +544,37 @@ def format_gate_report(rep: dict) -> str:
     lines.append(f"unanswerable: {rep['unanswerable_fell_back']} of {rep['unanswerable']} fall back "
                  f"({_pct(rep['unanswerable_fell_back'], rep['unanswerable'])}; target ≥ 90%)")
     return "\n".join(lines)
+
+
+def run_gate_calibration(dataset=None, *, questions=None, now: datetime | None = None, log=print) -> dict:
+    """``kbf eval gate --calibrate``: the development set (when given; with its extra unanswerable
+    questions for the bundled one) and the demo questions, each in a scratch organization,
+    through the gate; the weights fitted on half A and checked on half B
+    (``gate_calibration``)."""
+    from kbframework.retrieval import gate
+    from kbframework.retrieval.gate_calibration import DEFAULT_DATASET, DEV_EXTRA, dataset_cases, demo_cases, report
+
+    cases, left_out = [], []
+    if dataset:
+        ds = read_dataset(dataset)
+        dnow = now or reference_now(ds.timezone)
+        org = load_corpus(ds, dnow, log)
+        try:
+            extra = DEV_EXTRA if Path(dataset).resolve() == DEFAULT_DATASET.resolve() else None
+            got, left_out = dataset_cases(ds, org, dnow, log, extra=extra)
+            cases += got
+        finally:
+            drop_org(org)
+    p = Path(questions or DEMO_GATE_QUESTIONS)
+    if not p.exists():
+        raise KBError(f"No such file: {p}")
+    data = json.loads(p.read_text(encoding="utf-8"))
+    if not isinstance(data.get("answerable"), list) or not isinstance(data.get("unanswerable"), list):
+        raise KBError("The gate set needs 'answerable' ([{q, expect}]) and 'unanswerable' ([question]) lists.")
+    demo_now = now or datetime.now(timezone.utc)
+    org = load_demo(demo_now, log)
+    try:
+        cases += demo_cases(org, demo_now, data)
+    finally:
+        drop_org(org)
+    return report(cases, left_out, {"weights": dict(gate.WEIGHTS), "threshold": gate.THRESHOLD})

@@ -302,7 +302,9 @@ def features(session, org_id, query: str, fused: list[dict], legs: dict, synonym
         for h in hits:
             if h.document_id in docs:
                 by_doc.setdefault(h.document_id, set()).update(lex.get(h.chunk_id, set()))
-    unknown = [w for w in q_lex if dfs.get(w, 0) == 0 and not syn.get(w)]
+    # a word in a document's tags or categories is the organization's word even when no chunk says it
+    in_fields = set().union(*fields.values()) if fields else set()
+    unknown = [w for w in q_lex if dfs.get(w, 0) == 0 and not syn.get(w) and w not in in_fields]
     unk = (sum(weights_[w] for w in unknown) / sum(weights_[w] for w in q_lex)) if q_lex else 0.0
     unk *= min(1.0, math.log1p(n) / math.log1p(KNOWLEDGE_OF_A_DOMAIN))
     ld = lead(legs.get("vector", []), floor)

@@ -8,30 +8,30 @@ measured on half B, which took no part in the choice, and on both halves togethe
 
 The questions are the development set's (``shared/data/retrieval_dev``: judged queries are
 answerable, the ``no_answer`` ones are not; a query whose time window holds no judged event is
-left out, as the time-aware nDCG leaves it out) and the demo's
-(``kbframework/demo/gate_questions.json``). Each is run once through the product's own steps
-up to the gate, at the product's depth, and its signals are recorded; the fit then replays the
-decision for every candidate weighting without searching again.
+left out, as the time-aware nDCG leaves it out), 30 more unanswerable questions written for that
+corpus (``bench/data/retrieval_dev_unanswerable.json``: five no_answer queries per half are too
+few to fit on), and the demo's (``kbframework/demo/gate_questions.json``). Each is run once
+through the product's own steps up to the gate, at the product's depth, and its signals are
+recorded; the fit then replays the decision for every candidate weighting without searching
+again.
 
 The choice on half A: among a small grid of weightings (similarity keeps weight 1, the scale)
 and every threshold between two neighbouring scores, the one of least cost wins: the share of
-answerable questions that fall back (the mean of the two sets' shares) over its target of 5%,
-plus the share of unanswerable questions answered over its target of 10%, so that an error
-weighs as much as its target says; ties go to the widest gap around the threshold, then to the
-smaller weights. Nothing here reads
-judgements at run time: the product only ever sees the weights and the threshold.
+answerable questions that fall back (the mean of the sets' shares) over its target of 5%, plus
+the share of unanswerable questions answered (all sets together) over its target of 10%, so
+that an error weighs as much as its target says; ties go to the widest gap around the
+threshold, then to the smaller weights. Nothing here runs in the product, which reads no
+judgement: it only ever sees the weights and the threshold.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
-import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
-from kbframework.errors import KBError
 
 SIGNALS = ("similarity", "overlap", "title", "agreement", "lead")
 GRID = {"overlap": (0.5, 1.0, 1.5, 2.0), "title": (0.0, 0.25, 0.5), "agreement": (0.0, 0.05, 0.1, 0.2),
@@ -93,12 +93,10 @@ def gate_case(org_id, question: str, *, now: datetime, history=None, set_name: s
                 float(g.get("lead") or 0.0), bool(g.get("policy_page")), bool(t.answerable), detail)
 
 
-def dataset_cases(path, org_id: str, now: datetime, log=print, extra=None) -> tuple[list[Case], list[str]]:
-    """Every query of a qrels-style set, as gate cases (and ``extra``'s unanswerable questions
-    for the same corpus, as the set "retrieval_dev_extra"); and the ids left out (empty windows)."""
-    from kbframework.retrieval.evaluation import read_dataset
-
-    ds = read_dataset(path)
+def dataset_cases(ds, org_id: str, now: datetime, log=print, extra=None) -> tuple[list[Case], list[str]]:
+    """Every query of a qrels-style set (``evaluation.Dataset``), as gate cases (and ``extra``'s
+    unanswerable questions for the same corpus, as the set "retrieval_dev_extra"); and the ids
+    left out (empty windows)."""
     cases, left_out = [], []
     for q in ds.queries:
         rels = ds.qrels.get(q["_id"])
@@ -120,10 +118,8 @@ def _only_events(ds, rels: dict) -> bool:
     return all(roles.get(d) == "event" for d in rels)
 
 
-def demo_cases(org_id: str, now: datetime, path=None) -> list[Case]:
-    from kbframework.retrieval.evaluation import DEMO_GATE_QUESTIONS
-
-    data = json.loads(Path(path or DEMO_GATE_QUESTIONS).read_text(encoding="utf-8"))
+def demo_cases(org_id: str, now: datetime, data: dict) -> list[Case]:
+    """The demo's gate questions ({answerable: [{q, expect}], unanswerable: [question]})."""
     out = [gate_case(org_id, a["q"], now=now, set_name="demo", case_id=f"a{i:02d}", answerable=True)
            for i, a in enumerate(data["answerable"])]
     out += [gate_case(org_id, q, now=now, set_name="demo", case_id=f"u{i:02d}", answerable=False)
@@ -251,39 +247,15 @@ def summary(r: dict) -> dict:
             "answerable_fell_back": _fmt_rate(r["answerable_fell_back"], r["answerable"])}
 
 
-def calibrate(dataset=None, *, now: datetime | None = None, demo_questions=None, log=print) -> dict:
-    """Load both sets into scratch organizations, collect, fit on A, check on B."""
-    from kbframework.retrieval import gate
-    from kbframework.retrieval.evaluation import drop_org, load_corpus, load_demo, read_dataset, reference_now
-
-    cases: list[Case] = []
-    left_out: list[str] = []
-    if dataset:
-        ds = read_dataset(dataset)
-        dnow = now or reference_now(ds.timezone)
-        org = load_corpus(ds, dnow, log)
-        try:
-            got, left_out = dataset_cases(dataset, org, dnow, log,
-                                          extra=DEV_EXTRA if Path(dataset).resolve() == DEFAULT_DATASET.resolve() else None)
-            cases += got
-        finally:
-            drop_org(org)
-    demo_now = now or datetime.now(timezone.utc)
-    org = load_demo(demo_now, log)
-    try:
-        cases += demo_cases(org, demo_now, demo_questions)
-    finally:
-        drop_org(org)
+def report(cases: list[Case], left_out: list[str], shipped: dict) -> dict:
+    """Fit on half A, check on half B; the shipped weighting beside it."""
     a, b = split(cases)
     fitted = fit(a)
-    shipped = {"weights": dict(gate.WEIGHTS), "threshold": gate.THRESHOLD}
-    report = {"questions": len(cases), "left_out_empty_window": left_out, "fitted_on_A": fitted, "shipped": shipped,
-              "A": rates(a, fitted["weights"], fitted["threshold"]),
-              "B": rates(b, fitted["weights"], fitted["threshold"]),
-              "all": rates(cases, fitted["weights"], fitted["threshold"]),
-              "shipped_all": rates(cases, shipped["weights"], shipped["threshold"]),
-              "cases": cases}
-    return report
+    return {"questions": len(cases), "left_out_empty_window": left_out, "fitted_on_A": fitted, "shipped": shipped,
+            "A": rates(a, fitted["weights"], fitted["threshold"]),
+            "B": rates(b, fitted["weights"], fitted["threshold"]),
+            "all": rates(cases, fitted["weights"], fitted["threshold"]),
+            "shipped_all": rates(cases, shipped["weights"], shipped["threshold"]), "cases": cases}
 
 
 def format_calibration(rep: dict, show_misses: bool = True) -> str:
