@@ -20,7 +20,7 @@ for each of the best documents and keeps the best document's score:
     unknown      the share of the question's weight carried by words no chunk of the organization
                  uses (scaled down for small knowledge bases, which cannot speak for a domain)
 
-    score = Σ weight·signal − W_unknown·unknown        (answer when score ≥ threshold)
+    score = Σ WEIGHTS[signal]·signal − WEIGHTS["unknown"]·unknown     (answer when ≥ threshold)
 
 The weights and the default threshold are fitted by ``kbf eval gate --calibrate``
 (``kbframework.retrieval.gate_calibration``) on one half of the development set
@@ -42,7 +42,6 @@ from sqlalchemy import text
 # fitted by `kbf eval gate --calibrate` on half A (see CALIBRATION); similarity keeps weight 1
 WEIGHTS = {"similarity": 1.0, "overlap": 1.0, "title": 0.5, "agreement": 0.0, "lead": 1.0, "unknown": 2.0}
 THRESHOLD = -0.0665
-W_SIM, W_OVERLAP, W_AGREE, W_UNKNOWN = (WEIGHTS[k] for k in ("similarity", "overlap", "agreement", "unknown"))
 TOP_PASSAGES = 3
 DEPTH = 20  # the gate reads each leg's first 20 hits, as deep as the product searches
 LEAD_TAIL = (5, 20)  # the vector ranks the best hit is compared with
@@ -204,7 +203,7 @@ def field_lexemes(session, org_id, doc_ids: list[str]) -> dict:
         "(SELECT string_agg(x, ' ') FROM jsonb_array_elements_text(d.metadata->'categories') x) END, "
         "CASE WHEN jsonb_typeof(d.metadata->'brand') = 'string' THEN d.metadata->>'brand' END, "
         "CASE WHEN jsonb_typeof(d.metadata->'genre') = 'string' THEN d.metadata->>'genre' END))) "
-        "FROM documents d WHERE d.organization_id = :org AND d.id::text = ANY(:ids)"),
+        "FROM documents d WHERE d.organization_id = :org AND d.id = ANY(CAST(:ids AS uuid[]))"),
         {"org": str(org_id), "ids": [str(d) for d in doc_ids]}).all()
     return {r[0]: set(r[1] or []) for r in rows}
 
