@@ -4,6 +4,8 @@ the per-organization threshold, the zero-result row with its near misses, no mod
 the gate, and `kbf eval gate`."""
 import json
 
+import pytest
+
 from click.testing import CliRunner
 from sqlalchemy import select
 
@@ -89,3 +91,71 @@ def test_kbf_eval_gate_reports_both_rates(kb_clean, tmp_path):
     bad.write_text("{}")
     r = CliRunner().invoke(main, ["eval", "gate", "--questions", str(bad)])
     assert r.exit_code != 0 and "needs 'answerable'" in r.output
+
+
+def test_question_words_that_are_not_its_subject_do_not_count(kb_clean):
+    """Compounds count through their parts, clock times and contraction tails not at all, and an
+    indefinite "somewhere" says nothing about the subject."""
+    from kbframework.retrieval.gate import question_lexemes
+
+    with session_scope() as s:
+        assert set(question_lexemes(s, "late-night techno at 3am")) == {"late", "techno"}
+        # colour words are filters, not subjects, so nothing of "black-and-white" is left
+        assert set(question_lexemes(s, "I've seen an old black-and-white movie")) == {"seen", "old", "movi"}
+        assert question_lexemes(s, "somewhere to dance until 23:30") == ["danc"]
+        # a SKU keeps its parts, so the overlap still sees them
+        assert set(question_lexemes(s, "is ALT-TH2 in stock?")) == {"alt", "th2"}
+
+
+def test_the_lead_of_the_best_match_over_the_rest_of_the_vector_list():
+    from kbframework.retrieval.gate import lead
+    from kbframework.retrieval.search import Hit
+
+    def hits(sims):
+        return [Hit(i, f"d{i}", i + 1, s, "vector") for i, s in enumerate(sims)]
+
+    # one close document above an even field: it stands out by what lies between
+    assert lead(hits([0.6] + [0.3] * 19)) == pytest.approx(0.3)
+    # everything equally far: no lead, whatever the similarity
+    assert lead(hits([0.45] * 20)) == pytest.approx(0.0)
+    # a short list: the floor stands in for the ranks it does not reach
+    assert lead(hits([0.5, 0.4]), floor=0.2) == pytest.approx(0.3)
+    assert lead([]) == 0.0
+    # a document's chunks count once (its best), and hits beyond the product's depth not at all
+    same = [Hit(1, "d", 1, 0.6, "vector"), Hit(2, "d", 2, 0.55, "vector")] + \
+        [Hit(i, f"e{i}", i + 1, 0.3, "vector") for i in range(2, 22)] + [Hit(99, "far", 30, 0.9, "vector")]
+    assert lead(same, floor=0.3) == pytest.approx(0.3)
+
+
+def test_tags_and_categories_count_as_what_a_document_is(kb_org):
+    """A page tagged "vouchers" answers a voucher question its text never spells out that way:
+    the gate's overlap reads the title, tags and categories as well as the passage, and a word
+    the organization uses only there is not a word it never uses."""
+    seed(kb_org["id"], [{"title": "Present cards", "role": "support", "tags": ["vouchers"],
+                         "body": "# Present cards\n\nA present card comes in €25, €50 and €100 and never expires."}]
+         + SUPPORT)
+    set_settings(kb_org["id"], extra={"query_planner": False})
+    g = answer(kb_org["id"], "do you have present card vouchers?", now=NOW)["debug"]["gate"]
+    page = next(p for p in g["passages"] if "voucher" in p["matched"])
+    assert {"present", "card", "voucher"} <= set(page["matched"]) and page["overlap"] == 1.0
+    assert page["title_overlap"] == 1.0 and "voucher" not in g["unknown_words"] and g["unknown_share"] == 0
+    assert {"similarity", "overlap", "title_overlap", "agreement", "score"} <= set(page) and "lead" in g
+
+
+def test_kbf_eval_gate_calibrate_fits_on_one_half_and_checks_the_other(kb_clean, tmp_path):
+    from kbframework.cli.commands import cli as main
+    from tests.test_evaluation import CORPUS, QRELS, QUERIES
+
+    (tmp_path / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in CORPUS))
+    (tmp_path / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in QUERIES))
+    (tmp_path / "qrels.tsv").write_text("\n".join(f"{q}\t{d}\t{g}" for q, d, g in QRELS))
+    r = CliRunner().invoke(main, ["eval", "gate", "--calibrate", "--dataset", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output[r.output.index("{\n"):])
+    assert rep["questions"] == 5 + 60
+    assert set(rep["fitted_on_A"]["weights"]) == {"similarity", "overlap", "title", "agreement", "lead", "unknown"}
+    for half in ("A", "B"):  # every question is in exactly one half
+        assert sum(x["answerable"] + x["unanswerable"] for x in rep[half].values()) in (32, 33)
+    assert rep["all"]["demo"]["answerable"] == 30 and rep["all"]["retrieval_dev"]["unanswerable"] == 1
+    r = CliRunner().invoke(main, ["eval", "gate", "--calibrate", "--dataset", str(tmp_path)])
+    assert "half B (held out)" in r.output and "to ship: gate.WEIGHTS" in r.output

@@ -582,11 +582,27 @@ def eval_retrieval(dataset, methods, now, no_filters, no_rewrite, keep, as_json)
 @eval_group.command("gate")
 @click.option("--questions", type=click.Path(), default=None,
               help="A gate set (JSON: answerable [{q, expect}], unanswerable [question]); default: the demo's.")
+@click.option("--calibrate", is_flag=True,
+              help="Fit the gate's weights and threshold on half of the development set and demo questions, "
+                   "check them on the other half, and print the misses with their signals.")
+@click.option("--dataset", type=click.Path(file_okay=False), default=None,
+              help="With --calibrate: the development set (default: shared/data/retrieval_dev when present).")
 @click.option("--json", "as_json", is_flag=True)
-def eval_gate(questions, as_json):
+def eval_gate(questions, calibrate, dataset, as_json):
     """The answerability gate's two rates on the demo knowledge (a scratch organization)."""
     from kbframework.retrieval.evaluation import DEMO_GATE_QUESTIONS, format_gate_report, run_gate_eval
 
+    if calibrate:
+        from kbframework.retrieval.evaluation import run_gate_calibration
+        from kbframework.retrieval.gate_calibration import DEFAULT_DATASET, format_calibration
+
+        path = dataset or (DEFAULT_DATASET if DEFAULT_DATASET.exists() else None)
+        rep = run_gate_calibration(path, questions=questions, log=lambda m: click.echo(m, err=True))
+        if as_json:
+            click.echo(json.dumps({k: v for k, v in rep.items() if k != "cases"}, indent=2, default=str))
+            return
+        click.echo(format_calibration(rep))
+        return
     rep = run_gate_eval(questions or DEMO_GATE_QUESTIONS, log=lambda m: click.echo(m, err=True))
     if as_json:
         click.echo(json.dumps(rep, indent=2, default=str))

@@ -308,7 +308,8 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
     elif not subject and len(words) <= 8 and _asks_attribute(question):
         t.kind, t.reason = FOLLOW_UP, "asks about a detail of what was shown, without its own subject"
         t.refers_back = _asks_shown_fact(question, subject)
-    elif not subject and len(words) <= 3:
+    elif not subject and len(words) <= 3 and not (frame and (own_constraints or own_places)):
+        # "what's on tonight?" is three words too, but a new question with its own time
         t.kind, t.reason = FOLLOW_UP, "a short fragment without its own subject"
     elif subject:
         t.kind, t.reason = TOPIC_SHIFT, "a complete question with its own subject ('" + " ".join(subject[:4]) + "')"

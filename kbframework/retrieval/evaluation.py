@@ -279,8 +279,7 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
         per: dict = {m: [] for m in methods}
         per2: list = []
         listing = {"queries": 0}
-        no_answer = {"queries": 0, "returned_nothing": 0, "fell_back": 0}
-        gate_rates = {"answerable": 0, "answerable_fell_back": 0, "fell_back_ids": [], "scores": []}
+        no_answer = {"queries": 0, "returned_nothing": 0}
         window = {"queries": 0, "phrase_found": 0, "empty_window_skipped": 0,
                   "out_of_window_events_in_top10": 0, "in_window_recall@50": []}
         events = {d["_id"] for d in ds.corpus if d.get("role") == "event"}
@@ -289,17 +288,10 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
             rels = ds.qrels.get(q["_id"])
             ranked, dbg = retrieve(org_id, q["text"], history=q.get("history"), now=now, methods=methods,
                                    use_filters=use_filters, use_rewrite=use_rewrite)
-            gate_rates["scores"].append({"id": q["_id"], "kind": q.get("kind", ""), "answerable": bool(rels),
-                                         "passed": dbg["answerable"], **dbg["gate"]})
             if not rels:
                 no_answer["queries"] += 1
                 no_answer["returned_nothing"] += int(not ranked[methods[-1]])
-                no_answer["fell_back"] += int(not dbg["answerable"])
                 continue
-            gate_rates["answerable"] += 1
-            if not dbg["answerable"]:
-                gate_rates["answerable_fell_back"] += 1
-                gate_rates["fell_back_ids"].append(q["_id"])
             if use_filters and "expected_in_window" in q:
                 # time-aware score (README): judged events outside the phrase's window are not
                 # wanted any more; pages and products keep their grades
@@ -328,6 +320,7 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
                                "recall@10": recall_at(r, rels, 10), "recall@50": recall_at(r, rels, 50),
                                "mrr@10": mrr_at(r, rels, 10)})
         secs = _time.perf_counter() - t0
+        gate_report = _gate_rates(path, org_id, now) if use_filters and use_rewrite else None
     finally:
         if own and not keep:
             drop_org(org_id)
@@ -335,10 +328,7 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
     report = {"dataset": str(ds.path), "now": now.isoformat(), "judged_queries": len(per[methods[0]]),
               "filters": use_filters, "rewrite": use_rewrite, "seconds": round(secs, 1), "methods": {},
               "no_answer": no_answer, "time_window": window if window["queries"] else None,
-              "gate": {"unanswerable": no_answer["queries"], "unanswerable_fell_back": no_answer["fell_back"],
-                       "answerable": gate_rates["answerable"],
-                       "answerable_fell_back": gate_rates["answerable_fell_back"],
-                       "answerable_fell_back_ids": gate_rates["fell_back_ids"], "scores": gate_rates["scores"]}}
+              "gate": gate_report}
     if keep and own:
         report["organization_id"] = org_id
     for m in methods:
@@ -352,6 +342,22 @@ def run_retrieval_eval(path, methods=METHODS, *, now: datetime | None = None, us
         report["listing_leg"] = {"queries": listing["queries"], "hybrid_without_listing": {
             k: round(_mean(r[k] for r in per2), 4) for k in ("ndcg@10", "recall@10", "recall@50", "mrr@10")}}
     return report
+
+
+def _gate_rates(path, org_id: str, now: datetime) -> dict:
+    """The gate's two rates as the product decides them: every query once more through the
+    steps up to the gate at the product's own depth (the legs above run deeper, for recall@50),
+    with the shipped weights and threshold. Queries whose time window holds no judged event are
+    left out (falling back is right for them), as the time-aware nDCG leaves them out."""
+    from kbframework.retrieval.gate_calibration import dataset_cases
+
+    cases, left_out = dataset_cases(read_dataset(path), org_id, now, log=lambda m: None)
+    ans = [c for c in cases if c.answerable]
+    un = [c for c in cases if not c.answerable]
+    return {"unanswerable": len(un), "unanswerable_fell_back": sum(not c.product_passed for c in un),
+            "answerable": len(ans), "answerable_fell_back": sum(not c.product_passed for c in ans),
+            "answerable_fell_back_ids": [c.id for c in ans if not c.product_passed],
+            "unanswerable_passed_ids": [c.id for c in un if c.product_passed], "left_out_empty_window": left_out}
 
 
 def _pct(a: int, b: int) -> str:
@@ -387,7 +393,8 @@ def format_retrieval_report(rep: dict) -> str:
         lines += ["", f"answerability gate: {g['unanswerable_fell_back']} of {un} unanswerable queries fall back "
                       f"({_pct(g['unanswerable_fell_back'], un)}; target ≥ 90%), {g['answerable_fell_back']} of "
                       f"{g['answerable']} answerable ones do ({_pct(g['answerable_fell_back'], g['answerable'])}; "
-                      f"target ≤ 5%)"]
+                      f"target ≤ 5%)" + (f"; left out (empty time window): {', '.join(g['left_out_empty_window'])}"
+                                         if g.get("left_out_empty_window") else "")]
     lines.append(f"\n{rep['seconds']} s for the queries")
     return "\n".join(lines)
 
@@ -537,3 +544,37 @@ def format_gate_report(rep: dict) -> str:
     lines.append(f"unanswerable: {rep['unanswerable_fell_back']} of {rep['unanswerable']} fall back "
                  f"({_pct(rep['unanswerable_fell_back'], rep['unanswerable'])}; target ≥ 90%)")
     return "\n".join(lines)
+
+
+def run_gate_calibration(dataset=None, *, questions=None, now: datetime | None = None, log=print) -> dict:
+    """``kbf eval gate --calibrate``: the development set (when given; with its extra unanswerable
+    questions for the bundled one) and the demo questions, each in a scratch organization,
+    through the gate; the weights fitted on half A and checked on half B
+    (``gate_calibration``)."""
+    from kbframework.retrieval import gate
+    from kbframework.retrieval.gate_calibration import DEFAULT_DATASET, DEV_EXTRA, dataset_cases, demo_cases, report
+
+    cases, left_out = [], []
+    if dataset:
+        ds = read_dataset(dataset)
+        dnow = now or reference_now(ds.timezone)
+        org = load_corpus(ds, dnow, log)
+        try:
+            extra = DEV_EXTRA if Path(dataset).resolve() == DEFAULT_DATASET.resolve() else None
+            got, left_out = dataset_cases(ds, org, dnow, log, extra=extra)
+            cases += got
+        finally:
+            drop_org(org)
+    p = Path(questions or DEMO_GATE_QUESTIONS)
+    if not p.exists():
+        raise KBError(f"No such file: {p}")
+    data = json.loads(p.read_text(encoding="utf-8"))
+    if not isinstance(data.get("answerable"), list) or not isinstance(data.get("unanswerable"), list):
+        raise KBError("The gate set needs 'answerable' ([{q, expect}]) and 'unanswerable' ([question]) lists.")
+    demo_now = now or datetime.now(timezone.utc)
+    org = load_demo(demo_now, log)
+    try:
+        cases += demo_cases(org, demo_now, data)
+    finally:
+        drop_org(org)
+    return report(cases, left_out, {"weights": dict(gate.WEIGHTS), "threshold": gate.THRESHOLD})

@@ -2,49 +2,62 @@
 question, made before any model is called.
 
 A similarity floor alone cannot tell "do you sell gift vouchers?" (nearest note at 0.26, no word
-in common) from a paraphrase whose answer shares no word with it. The gate weighs three
-signals for each of the best passages and keeps the best passage's score:
+in common) from a paraphrase whose answer shares no word with it. The gate weighs these signals
+for each of the best documents and keeps the best document's score:
 
-    similarity   cosine similarity of the passage to the question (vector leg; 0 when absent)
-    overlap      how much of the question's content the passage holds: its content words,
+    similarity   cosine similarity of the document's best chunk to the question (vector leg)
+    overlap      how much of the question's content the document holds: its content words,
                  stemmed (PostgreSQL's English lexemes), each weighted by its rarity in the
-                 organization's knowledge (a word no document uses weighs most), a word also
-                 counting when one of the organization's synonyms is there
-    unknown      the share of that weight carried by words no chunk of the organization uses
-                 (scaled down for small knowledge bases, which cannot speak for a domain)
-    agreement    whether the two searches agree: the passage's document near the top of both
+                 organization's knowledge (idf), a word also counting when one of the
+                 organization's synonyms is there; the document is its chunks that either search
+                 found plus its title, tags and categories
+    title        the same share, found in the title, tags and categories alone: a question about
+                 what a document *is* names it there
+    agreement    whether the two searches agree: the document near the top of both
+    lead         how far the best vector hit stands out from the rest of the vector list (ranks
+                 6–20, the floor where the list is shorter): a question the knowledge is about
+                 has a few close documents, one it is not about finds everything equally far
+    unknown      the share of the question's weight carried by words no chunk of the organization
+                 uses (scaled down for small knowledge bases, which cannot speak for a domain)
 
-    score = W_SIM·similarity + W_OVERLAP·overlap + W_AGREE·agreement − W_UNKNOWN·unknown
-    (answer when ≥ threshold)
+    score = Σ WEIGHTS[signal]·signal − WEIGHTS["unknown"]·unknown     (answer when ≥ threshold)
 
-The weights and the default threshold were calibrated on the development set
-(``shared/data/retrieval_dev``, offline embedder) and on the demo questions; ``CALIBRATION``
-holds the figures the admin shows. An organization may set its own threshold
-(``answer_threshold`` in its settings; ``synonyms`` widen the overlap). Questions that the filters answer by themselves
-("what's on tonight?"), documents the question names exactly, and the documents a follow-up
-points at pass without a score.
+The weights and the default threshold are fitted by ``kbf eval gate --calibrate``
+(``kbframework.retrieval.gate_calibration``) on one half of the development set
+(``shared/data/retrieval_dev``, offline embedder) and of the demo questions, and checked on the
+other half; ``CALIBRATION`` holds the figures the admin shows. An organization may set its own
+threshold (``answer_threshold`` in its settings; ``synonyms`` widen the overlap). Questions the
+filters answer by themselves ("what's on tonight?") and the documents a follow-up points at
+pass without a score.
 """
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 
 from sqlalchemy import text
 
-W_SIM, W_OVERLAP, W_AGREE, W_UNKNOWN = 1.0, 1.0, 0.05, 1.0
-THRESHOLD = 0.29
+# fitted by `kbf eval gate --calibrate` on half A (see CALIBRATION); similarity keeps weight 1
+WEIGHTS = {"similarity": 1.0, "overlap": 1.0, "title": 0.5, "agreement": 0.0, "lead": 1.0, "unknown": 2.0}
+THRESHOLD = -0.0665
 TOP_PASSAGES = 3
+DEPTH = 20  # the gate reads each leg's first 20 hits, as deep as the product searches
+LEAD_TAIL = (5, 20)  # the vector ranks the best hit is compared with
 DF_CAP = 2000
 # a word no chunk uses says "not our subject" only when there is enough knowledge to speak for
 # a domain: the penalty grows with the number of chunks and is whole from this many on
 KNOWLEDGE_OF_A_DOMAIN = 200
-# measured by ``kbf eval retrieval`` (retrieval_dev) and tests/test_answerability.py (demo questions)
+# written by `kbf eval gate --calibrate`; the admin's settings page shows it
 CALIBRATION = {
     "threshold": THRESHOLD,
-    "weights": {"similarity": W_SIM, "overlap": W_OVERLAP, "agreement": W_AGREE, "unknown": W_UNKNOWN},
-    "retrieval_dev": {"unanswerable_fell_back": "9 of 10", "answerable_fell_back": "23 of 217 (10.6%)"},
+    "weights": dict(WEIGHTS),
+    "fitted_on": "half A of the development set (with 30 more unanswerable questions) and of the demo questions",
+    "retrieval_dev": {"unanswerable_fell_back": "9 of 10", "answerable_fell_back": "16 of 216 (7.4%)"},
     "demo": {"unanswerable_fell_back": "27 of 30", "answerable_fell_back": "2 of 30 (6.7%)"},
+    "held_out": {"retrieval_dev": {"unanswerable_fell_back": "5 of 5", "answerable_fell_back": "6 of 108 (5.6%)"},
+                 "demo": {"unanswerable_fell_back": "14 of 15", "answerable_fell_back": "1 of 15 (6.7%)"}},
 }
 
 _df_cache: dict = {}
@@ -52,10 +65,27 @@ _lock = threading.Lock()
 _DF_TTL = 60.0
 
 
+# the tails of English contractions ("I've", "we'll") that the parser leaves as words
+_CONTRACTION_TAILS = frozenset("ve ll re m s d t".split())
+_TIME_TOKEN = re.compile(r"^\d{1,2}(?:[:.h]\d{2})?(?:am|pm|h)?$|^\d{1,2}(?:am|pm)$")
+
+
 def question_lexemes(session, query: str) -> list[str]:
+    """The question's content lexemes. Numbers, clock times ("3am") and the tails of
+    contractions are constraints or noise, not subjects; a hyphenated compound
+    ("late-night", "black-and-white") counts through its parts, which PostgreSQL emits
+    beside it, so it is neither counted twice nor taken for a word the knowledge lacks."""
     rows = session.execute(text("SELECT unnest(tsvector_to_array(to_tsvector('english', :q)))"),
                            {"q": query or ""}).scalars().all()
-    return [r for r in rows if r and not r.isdigit() and r not in NEUTRAL]
+    have = set(rows)
+    out = []
+    for r in rows:
+        if not r or r.isdigit() or r in NEUTRAL or r in _CONTRACTION_TAILS or _TIME_TOKEN.match(r):
+            continue
+        if "-" in r and any(p in have for p in r.split("-") if p):
+            continue
+        out.append(r)
+    return out
 
 
 # words that say what the visitor wants to know about, not what it is about
@@ -63,6 +93,7 @@ NEUTRAL = frozenset("""
 price cost much link url websit page ticket book stock avail size colour color date time start hour open
 close get buy sell offer need want like look find show tell know give send share help pleas thank recommend
 suggest best good nice realli anyth someth thing stuff item product event option kind type sort
+somewher anywher everywher somebodi someon anyon everyon everyth noth nowher whatev
 euro eur dollar usd pound gbp buck quid cheap cheaper expens pricier afford
 one two three four five six seven eight nine ten twenti thirti forti fifti sixti seventi eighti nineti
 hundr thousand
@@ -160,6 +191,23 @@ def passage_lexemes(session, org_id, chunk_ids: list[int]) -> dict:
     return {r[0]: set(r[1] or []) for r in rows}
 
 
+def field_lexemes(session, org_id, doc_ids: list[str]) -> dict:
+    """{document id: lexemes of its title, tags, categories, brand and genre}: what a
+    document *is*, which its chunks may not spell out (a policy page tagged "returns")."""
+    if not doc_ids:
+        return {}
+    rows = session.execute(text(
+        "SELECT d.id::text, tsvector_to_array(to_tsvector('english', concat_ws(' ', d.title, "
+        "array_to_string(coalesce(d.tags, '{}'::text[]), ' '), "
+        "CASE WHEN jsonb_typeof(d.metadata->'categories') = 'array' THEN "
+        "(SELECT string_agg(x, ' ') FROM jsonb_array_elements_text(d.metadata->'categories') x) END, "
+        "CASE WHEN jsonb_typeof(d.metadata->'brand') = 'string' THEN d.metadata->>'brand' END, "
+        "CASE WHEN jsonb_typeof(d.metadata->'genre') = 'string' THEN d.metadata->>'genre' END))) "
+        "FROM documents d WHERE d.organization_id = :org AND d.id = ANY(CAST(:ids AS uuid[]))"),
+        {"org": str(org_id), "ids": [str(d) for d in doc_ids]}).all()
+    return {r[0]: set(r[1] or []) for r in rows}
+
+
 def overlap(q_lex: list[str], p_lex: set, weights: dict, synonyms: dict | None = None) -> float:
     """Share of the question's (rarity-weighted) content lexemes that the passage holds."""
     if not q_lex:
@@ -179,8 +227,26 @@ def agreement(fused_entry: dict, doc_ranks: dict) -> float:
     return 0.0
 
 
-def score(sim: float, ov: float, agree: float, unknown: float = 0.0) -> float:
-    return W_SIM * sim + W_OVERLAP * ov + W_AGREE * agree - W_UNKNOWN * unknown
+def lead(vector_hits: list, floor: float = 0.0) -> float:
+    """The best document's similarity minus the mean of the documents at vector ranks 6–20
+    (the floor standing in for ranks the list does not reach)."""
+    best: dict = {}
+    for h in vector_hits:
+        if h.rank <= DEPTH:
+            best[h.document_id] = max(best.get(h.document_id, -1.0), h.score)
+    sims = sorted(best.values(), reverse=True)
+    if not sims:
+        return 0.0
+    a, b = LEAD_TAIL
+    tail = sims[a:b] + [floor] * max(0, (b - a) - len(sims[a:b]))
+    return sims[0] - sum(tail) / len(tail)
+
+
+def score(sim: float, ov: float, agree: float, unknown: float = 0.0, title: float = 0.0,
+          lead_: float = 0.0, weights: dict | None = None) -> float:
+    w = weights or WEIGHTS
+    return (w["similarity"] * sim + w["overlap"] * ov + w["title"] * title + w["agreement"] * agree
+            + w["lead"] * lead_ - w["unknown"] * unknown)
 
 
 def doc_ranks(legs: dict) -> dict:
@@ -195,17 +261,21 @@ def doc_ranks(legs: dict) -> dict:
 
 
 def features(session, org_id, query: str, fused: list[dict], legs: dict, synonyms: dict | None = None,
-             top: int = TOP_PASSAGES, places: list[str] | None = None) -> dict:
+             top: int = TOP_PASSAGES, places: list[str] | None = None, floor: float = 0.0,
+             weights: dict | None = None, named: list | None = None) -> dict:
     """The gate's signals for the best ``top`` distinct documents of the fused ranking. The
     organization's own place names in the question ("in Castelmar") are constraints, not what
-    the question is about, so they count for neither overlap nor unknown words."""
-    q_lex = question_lexemes(session, query)
-    if places:
-        drop = set(question_lexemes(session, " ".join(places)))
-        q_lex = [w for w in q_lex if w not in drop] or q_lex
-    dfs, n = document_frequency(session, org_id, q_lex) if q_lex else ({}, 0)
-    weights = {w: idf(dfs.get(w, 0), n) for w in q_lex}
-    syn = synonym_lexemes(session, synonyms, q_lex)
+    the question is about: they count neither as overlap nor as unknown words, except for a
+    document the question names exactly (``named``, the identity step's: the venue's own page
+    for "can I park at Fábrica das Luzes?"), whose name is what the question is about."""
+    legs = {k: [h for h in v if h.rank <= DEPTH] for k, v in legs.items()}
+    named_ = {str(d) for d in (named or [])}
+    q_all = question_lexemes(session, query)
+    drop = set(question_lexemes(session, " ".join(places))) if places else set()
+    q_lex = [w for w in q_all if w not in drop] or q_all
+    dfs, n = document_frequency(session, org_id, q_all) if q_all else ({}, 0)
+    weights_ = {w: idf(dfs.get(w, 0), n) for w in q_all}
+    syn = synonym_lexemes(session, synonyms, q_all)
     picked, seen = [], set()
     for f in fused:
         if f["document_id"] in seen:
@@ -225,28 +295,36 @@ def features(session, org_id, query: str, fused: list[dict], legs: dict, synonym
     for hits in legs.values():
         chunk_ids.update(h.chunk_id for h in hits if h.document_id in docs)
     lex = passage_lexemes(session, org_id, sorted(chunk_ids))
+    fields = field_lexemes(session, org_id, sorted(docs))
     by_doc: dict = {}
     for hits in legs.values():
         for h in hits:
             if h.document_id in docs:
                 by_doc.setdefault(h.document_id, set()).update(lex.get(h.chunk_id, set()))
+    # a word in a document's tags or categories is the organization's word even when no chunk says it
+    in_fields = set().union(*fields.values()) if fields else set()
+    unknown = [w for w in q_lex if dfs.get(w, 0) == 0 and not syn.get(w) and w not in in_fields]
+    unk = (sum(weights_[w] for w in unknown) / sum(weights_[w] for w in q_lex)) if q_lex else 0.0
+    unk *= min(1.0, math.log1p(n) / math.log1p(KNOWLEDGE_OF_A_DOMAIN))
+    ld = lead(legs.get("vector", []), floor)
     rows = []
     for f in picked:
-        p_lex = by_doc.get(f["document_id"], set()) | lex.get(f["chunk_id"], set())
+        f_lex = fields.get(str(f["document_id"]), set())
+        p_lex = by_doc.get(f["document_id"], set()) | lex.get(f["chunk_id"], set()) | f_lex
+        mine = q_lex + [w for w in q_all if w in drop and w not in q_lex] if f["document_id"] in named_ else q_lex
         sim = max(best_sim.get(f["document_id"], 0.0), 0.0)
-        ov = overlap(q_lex, p_lex, weights, syn)
+        ov = overlap(mine, p_lex, weights_, syn)
+        tov = overlap(mine, f_lex, weights_, syn)
         ag = agreement(f, ranks)
         rows.append({"document_id": f["document_id"], "chunk_id": f["chunk_id"], "similarity": round(sim, 4),
-                     "overlap": round(ov, 4), "agreement": ag,
-                     "matched": [w for w in q_lex if w in p_lex or any(x in p_lex for x in syn.get(w, ()))]})
-    unknown = [w for w in q_lex if dfs.get(w, 0) == 0 and not syn.get(w)]
-    unk = (sum(weights[w] for w in unknown) / sum(weights.values())) if q_lex else 0.0
-    unk *= min(1.0, math.log1p(n) / math.log1p(KNOWLEDGE_OF_A_DOMAIN))
+                     "overlap": round(ov, 4), "title_overlap": round(tov, 4), "agreement": ag,
+                     "matched": [w for w in mine if w in p_lex or any(x in p_lex for x in syn.get(w, ()))]})
     for r in rows:
-        r["score"] = round(score(r["similarity"], r["overlap"], r["agreement"], unk), 4)
-    return {"lexemes": {w: round(weights[w], 3) for w in q_lex}, "unknown_words": unknown,
-            "unknown_share": round(unk, 4),
-            "document_frequency": {w: dfs.get(w, 0) for w in q_lex}, "passages": rows,
+        r["score"] = round(score(r["similarity"], r["overlap"], r["agreement"], unk, r["title_overlap"], ld,
+                                 weights), 4)
+    return {"lexemes": {w: round(weights_[w], 3) for w in q_lex}, "unknown_words": unknown,
+            "unknown_share": round(unk, 4), "lead": round(ld, 4),
+            "document_frequency": {w: dfs.get(w, 0) for w in q_all}, "passages": rows,
             "synonyms": {k: sorted(v) for k, v in syn.items()}}
 
 

@@ -795,17 +795,15 @@ def answerability_step(s, t: Turn):
         places = [p.matched for p in t.parts if p.field in ("city", "venue") and p.matched]
         places += [t.question[a:b] for k, v in conversation._vocab_spans(t.question, t.vocab).items()
                    if k in ("city", "venue") for a, b in v]
-        feats = gate.features(s, t.ctx.org.id, t.text_q, t.boosted, t.legs, t.ctx.synonyms, places=places)
+        feats = gate.features(s, t.ctx.org.id, t.text_q, t.boosted, t.legs, t.ctx.synonyms, places=places,
+                              floor=t.ctx.floor, named=t.identity)
         ok, best = gate.decide(feats, t.ctx.threshold)
         why = "the evidence clears the gate" if ok else "the evidence does not answer the question"
-        if not ok and policy.is_policy_question(t.question):
-            # a policy question ("do I need an ID?") is answered by its policy page when that
-            # page shares a word with it, whatever the similarity says
-            roles = _roles(s, t.ctx.org.id, {p["document_id"] for p in feats["passages"]})
-            page = next((p for p in feats["passages"] if roles.get(p["document_id"]) in policy._SUPPORT_ROLES
-                         and p.get("matched")), None)
-            if page is not None:
-                ok, why = True, "a policy question, and a policy page shares its words"
+        # a policy question ("do I need an ID?") is answered by its policy page when that page
+        # shares a word with it, whatever the similarity says
+        feats["policy_page"] = _policy_page(s, t, feats)
+        if not ok and feats["policy_page"]:
+            ok, why = True, "a policy question, and a policy page shares its words"
         t.answerable = ok
         out.update(answerable=ok, score=best, why=why, **feats)
     t.debug["gate"] = out
@@ -813,6 +811,13 @@ def answerability_step(s, t: Turn):
         t.debug["explain"].append(f"answerability gate: best score {out.get('score', 0):.3f} < "
                                   f"{t.ctx.threshold:.3f}: the fallback, no model call")
     return out
+
+
+def _policy_page(s, t: Turn, feats: dict) -> bool:
+    if not policy.is_policy_question(t.question):
+        return False
+    roles = _roles(s, t.ctx.org.id, {p["document_id"] for p in feats["passages"]})
+    return any(roles.get(p["document_id"]) in policy._SUPPORT_ROLES and p.get("matched") for p in feats["passages"])
 
 
 def fallback_step(s, t: Turn):

@@ -164,7 +164,7 @@ SETTINGS: tuple[Declared, ...] = (
              "Place names", "retrieval", extra_path=("place_names",)),
     Declared("answer_threshold", "float", None, "How sure the answerability gate must be before the assistant "
              "answers (higher: more “I don't know”). Empty: the calibrated default.", "Answer threshold",
-             "retrieval", min=-1.0, max=3.0, nullable=True, extra_path=("answer_threshold",)),
+             "retrieval", min=-3.0, max=3.0, nullable=True, extra_path=("answer_threshold",)),
     Declared("synonyms", "json", {}, "Words that mean the same for the answerability gate's overlap: "
              "{\"word\": \"other\"} or {\"word\": [\"a\", \"b\"]}.", "Synonyms", "retrieval",
              extra_path=("synonyms",), check=_check_synonyms),
