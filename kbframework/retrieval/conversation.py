@@ -293,9 +293,7 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
         t.kind, t.reason = FOLLOW_UP, f"a comparative ('{c.group(0)}') refines the previous answer"
     elif connector and len(words) <= 10:
         t.kind, t.reason = FOLLOW_UP, f"starts with '{_CONNECTOR.match(question).group(0).strip()}'"
-        # "and jazz?" swaps the subject; "and something to eat it with?" adds to it: its
-        # pronoun points at the previous subject, which must stay for the pronoun to mean anything
-        t.new_subject = bool(subject) and not pronoun
+        t.new_subject = bool(subject)
     elif pronoun and len(words) <= 14 and not (frame and subject and len(subject) >= 2 and not link):
         t.kind, t.reason = FOLLOW_UP, "a pronoun refers back ('" + _PRONOUN.search(
             _IS_THERE.sub(" ", question)).group(0) + "')"
