@@ -13,10 +13,12 @@
       place_check       events asked for in a place that has none: "I have no events in X", no cards
       embed_query       once per embedding model the organization's chunks use
       vector_search     top k by cosine similarity (the keyword leg starts beside it)
-      keyword_search    top k by full text, on its own connection, in parallel
+      keyword_search    top k by BM25 over the weighted full text, on its own connection, in parallel
       listing           the matching documents, when the question is all constraints
-      rrf               Σ w/(60 + rank), equal weights unless the query kind or preset tilts a leg
-      role_boost        the preset's role priority (×1.3, ×1.1), a re-rank
+      rrf               Σ w/(60 + rank), equal weights unless the preset or a SKU-shaped query tilts a
+                        leg (the equal-weight order beside it in the trace)
+      role_boost        the preset's role priority (×1.3, ×1.1), the roles the question asks for first
+                        (policy → support, time window → events, price → products); a re-rank
       identity          a product, SKU or title named exactly goes first
       referents         the documents a follow-up points at go first
       select_context    top N, character budget, source diversity
