@@ -281,12 +281,12 @@ def _vec_literal(v) -> str:
 # --------------------------------------------------------------------------- keyword leg
 
 
-# BM25 over the weighted tsvector: a title word counts as TITLE_WEIGHT occurrences, a heading
-# word HEADING_WEIGHT, a body word one (migration 0007_weighted_fulltext writes the weights)
+# BM25 over the weighted tsvector (migration 0007_weighted_fulltext writes title A, headings B,
+# body C); ts_rank's weights of the fields: a title word counts as three body words, a
+# heading word as one and a half
 BM25_K1 = 1.2
 BM25_B = 0.75
-TITLE_WEIGHT = 3.0
-HEADING_WEIGHT = 1.5
+TITLE_RANK, HEADING_RANK, BODY_RANK = 1.0, 0.5, 1.0 / 3
 MAX_TERMS = 12
 
 
@@ -301,8 +301,9 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
     ts_rank_cd knows neither how rare a word is nor how long a chunk is, so "tent" in a
     tent's title and "tent" in a line of a camping FAQ scored alike, and a question's
     commonest word could carry a passage. Here each of the question's words weighs its idf
-    in the organization (``gate.document_frequency``, cached a minute), term frequency
-    saturates (k1) and is normalized by the chunk's length (b).
+    in the organization (``gate.document_frequency``, cached a minute, which the
+    answerability gate reads after), term frequency saturates (k1) and is normalized by the
+    chunk's length (b).
 
     The candidates are gathered in tiers, so a broad question in a large organization still
     ranks every chunk that holds all of its words: chunks matching every term (websearch syntax:
@@ -331,24 +332,32 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
     where, p = pf.sql()
     params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted), "k": k,
-              "lx": terms, "idf": [idf[lx] for lx in terms], "k1": BM25_K1, "b": BM25_B,
-              "wa": TITLE_WEIGHT, "wb": HEADING_WEIGHT}
+              "idf": [idf[lx] for lx in terms]}
     branches = []
     for t, (name, q, earlier) in enumerate(tiers):
         not_earlier = "".join(f" AND NOT (c.tsv @@ {e})" for e in earlier)
+        # `|| ''` detoasts the tsvector once here, not once per scoring call below
         branches.append(
-            f"(SELECT {t} AS tier, c.id, c.document_id, c.tsv FROM chunks c JOIN documents d ON d.id = c.document_id "
+            f"(SELECT {t} AS tier, c.id, c.document_id, c.tsv || ''::tsvector AS tsv "
+            "FROM chunks c JOIN documents d ON d.id = c.document_id "
             f"WHERE c.organization_id = :org AND c.tsv @@ {q}{not_earlier} AND {where} LIMIT {KEYWORD_CANDIDATES})")
+    # BM25 without unnesting every chunk's tsvector: ts_rank of one word (normalization 0) is
+    # that word's occurrences, the best-weighted one counted whole and the others less and
+    # less (1/4, 1/9, …); scaled so one body occurrence is 1 and a title occurrence
+    # TITLE_RANK / BODY_RANK, it is BM25's term frequency, saturated by k1 and normalized by
+    # the chunk's length (its lexemes) against the candidates' mean (b)
     sql = (f"WITH cand AS MATERIALIZED ({' UNION ALL '.join(branches)}), "
+           "terms AS (SELECT CAST(q AS tsquery) AS q, idf FROM unnest(CAST(:tq AS text[]), "
+           "CAST(:idf AS float8[])) AS t(q, idf)), "
            "avgdl AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS dl FROM cand), "
-           "terms AS (SELECT * FROM unnest(CAST(:lx AS text[]), CAST(:idf AS float8[])) AS t(lexeme, idf)) "
-           "SELECT cand.tier, cand.id, cand.document_id, "
-           "sum(terms.idf * m.tf * (:k1 + 1) / (m.tf + :k1 * (1 - :b + :b * length(cand.tsv) / avgdl.dl))) AS score "
-           "FROM cand CROSS JOIN avgdl "
-           "CROSS JOIN LATERAL (SELECT u.lexeme, (SELECT sum(CASE w WHEN 'A' THEN :wa WHEN 'B' THEN :wb ELSE 1.0 END) "
-           "FROM unnest(u.weights) w) AS tf FROM unnest(cand.tsv) u) m "
-           "JOIN terms ON terms.lexeme = m.lexeme "
-           "GROUP BY cand.tier, cand.id, cand.document_id ORDER BY score DESC, cand.id LIMIT :k")
+           "tf AS (SELECT cand.tier, cand.id, cand.document_id, length(cand.tsv) AS dl, terms.idf, "
+           "ts_rank(CAST(:w AS float4[]), cand.tsv, terms.q, 0) * :scale AS f FROM cand, terms "
+           "WHERE cand.tsv @@ terms.q) "
+           "SELECT tf.tier, tf.id, tf.document_id, "
+           "sum(tf.idf * tf.f * (:k1 + 1) / (tf.f + :k1 * (1 - :b + :b * tf.dl / avgdl.dl))) AS score "
+           "FROM tf CROSS JOIN avgdl GROUP BY tf.tier, tf.id, tf.document_id ORDER BY score DESC, tf.id LIMIT :k")
+    params.update(tq=quoted, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
+                  k1=BM25_K1, b=BM25_B)
     rows = session.execute(bind(sql, params), params).all()
     hits: list[Hit] = []
     per_tier = {name: 0 for name, _, _ in tiers}
