@@ -9,10 +9,11 @@ tilt may change it, each named in the trace with its reason:
     role priority   the preset's role boost (×1.3, ×1.1), with the roles the question's own
                     words ask for moved to the front: a policy question (returns, shipping,
                     age limit…) or a question about what the visitor may do ("can I bring a
-                    camera?", "do I need cash at the bar?") asks a support page; a time window ("this weekend",
-                    "tonight") asks for what happens then, events; a price or stock bound
-                    ("under €50", "in stock") asks for what has a price and a stock, products
-                    and events. A boost re-ranks, it never filters.
+                    camera?", "do I need cash at the bar?") asks a support page; a time
+                    window ("this weekend", "tonight") asks for what happens then, events; a
+                    price or stock bound ("under €50", "in stock") asks for what has a price
+                    and a stock, products and events. A boost re-ranks, it never filters.
+                    The neutral preset (no boost of its own) gets these tilts too.
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from kbframework.retrieval.identity import is_sku_shaped
 SKU_KEYWORD, SKU_VECTOR = 2.0, 0.5
 PRICED_ROLES = ("product", "event")  # what a price or stock bound describes
 POLICY_ROLES = ("support", "manual")  # where policies are written
-
 
 # "can I bring…", "can we…", "can my 15-year-old…", "can you mend…", "do I need…", "am I allowed…":
 # the answer is a rule of the house, unless the question is about getting something
