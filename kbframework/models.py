@@ -183,9 +183,13 @@ class Chunk(Base):
     token_count: Mapped[int] = mapped_column(Integer, nullable=False)
     embedding = mapped_column(Vector(), nullable=True)
     embedding_model: Mapped[str | None] = mapped_column(String(120))
+    # the title (the heading before the first " › ") weighs A, the section path B, the body C
+    # (migration 0007_weighted_fulltext; the keyword leg ranks by these weights)
     tsv = mapped_column(TSVECTOR, Computed(
-        "setweight(to_tsvector('english', coalesce(heading, '')), 'A') || "
-        "setweight(to_tsvector('english', content), 'B')", persisted=True))
+        "setweight(to_tsvector('english', split_part(coalesce(heading, ''), ' › ', 1)), 'A') || "
+        "setweight(to_tsvector('english', CASE WHEN strpos(coalesce(heading, ''), ' › ') > 0 "
+        "THEN substr(heading, strpos(heading, ' › ') + 3) ELSE '' END), 'B') || "
+        "setweight(to_tsvector('english', content), 'C')", persisted=True))
     metadata_: Mapped[dict] = mapped_column("metadata", JSONB, nullable=False,
                                             server_default=text("'{}'::jsonb"))
     created_at: Mapped[datetime] = _created()

@@ -343,17 +343,26 @@ CLASSIFY_PROMPT = ("Decide how the visitor's last message relates to the convers
                    "even if it names its own time or place).")
 
 
-def classify_llm(question: str, history: list[dict], llm) -> str:
-    turns = "\n".join(f"{m['role']}: {m['content'][:400]}" for m in history[-4:])
-    res = llm.complete([{"role": "system", "content": CLASSIFY_PROMPT},
+def ask_about_conversation(llm, instruction: str, question: str, history: list[dict], max_tokens: int,
+                           chars_per_message: int = 600) -> str:
+    """One small LLM call about the conversation (the turn's kind, the rewrite): the
+    instruction as the system message, the last four messages and the visitor's last message
+    as the user message. History shapes retrieval; it is never quoted as evidence."""
+    turns = "\n".join(f"{m['role']}: {m['content'][:chars_per_message]}" for m in history[-4:])
+    res = llm.complete([{"role": "system", "content": instruction},
                         {"role": "user", "content": f"Conversation:\n{turns}\n\nLast message: {question}"}],
-                       max_tokens=5, temperature=0.0)
-    word = (res.text or "").strip().upper()
+                       max_tokens=max_tokens, temperature=0.0)
+    return res.text or ""
+
+
+def classify_llm(question: str, history: list[dict], llm) -> str:
+    reply = ask_about_conversation(llm, CLASSIFY_PROMPT, question, history, max_tokens=5, chars_per_message=400)
+    word = reply.strip().upper()
     if word.startswith("FOLLOW"):
         return FOLLOW_UP
     if word.startswith("NEW"):
         return TOPIC_SHIFT
-    raise ValueError(f"unexpected answer {res.text!r}")
+    raise ValueError(f"unexpected answer {reply!r}")
 
 
 def is_follow_up(question: str, history: list[dict], vocab: dict | None = None) -> bool:
@@ -437,11 +446,8 @@ REWRITE_PROMPT = ("Rewrite the visitor's last message as ONE standalone search q
 
 
 def rewrite_llm(question: str, history: list[dict], llm) -> str:
-    turns = "\n".join(f"{m['role']}: {m['content'][:600]}" for m in history[-4:])
-    res = llm.complete([{"role": "system", "content": REWRITE_PROMPT},
-                        {"role": "user", "content": f"Conversation:\n{turns}\n\nLast message: {question}"}],
-                       max_tokens=80, temperature=0.0)
-    out = " ".join((res.text or "").strip().strip("\"'“”").split())
+    reply = ask_about_conversation(llm, REWRITE_PROMPT, question, history, max_tokens=80)
+    out = " ".join(reply.strip().strip("\"'“”").split())
     if not out or len(out) > 400:
         raise ValueError("the rewrite came back empty or too long")
     return out

@@ -187,5 +187,14 @@ def forget_names(org_id=None) -> None:
 
 
 def is_sku_shaped(question: str) -> bool:
-    """A code such as ``ALT-TH2`` or ``FH-DB-20``: letters and digits joined by hyphens."""
-    return any(re.search(r"\d", m.group(1)) or m.group(1).isupper() for m in _SKU.finditer(question or ""))
+    """A code such as ``ALT-TH2``, ``alt-th2`` or ``FH-DB-20``: parts joined by hyphens, one of
+    them mixing letters and digits, or the whole written in capitals. Hyphenated words with a
+    number ("5-year-old", "2-person", "24-pack", "3-season") are words, not codes."""
+    for m in _SKU.finditer(question or ""):
+        code = m.group(1)
+        parts = code.split("-")
+        if any(re.search(r"\d", x) and re.search(r"[A-Za-z]", x) for x in parts):
+            return True
+        if code.isupper() and re.search(r"[A-Z]", code):
+            return True
+    return False

@@ -15,6 +15,7 @@ path deliberately does not.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -280,51 +281,92 @@ def _vec_literal(v) -> str:
 # --------------------------------------------------------------------------- keyword leg
 
 
+# BM25 over the weighted tsvector (migration 0007_weighted_fulltext writes title A, headings B,
+# body C); ts_rank's weights of the fields: a title word counts as three body words, a
+# heading word as one and a half
+BM25_K1 = 1.2
+BM25_B = 0.75
+TITLE_RANK, HEADING_RANK, BODY_RANK = 1.0, 0.5, 1.0 / 3
+MAX_TERMS = 12
+
+
+def bm25_idf(df: int, n: int) -> float:
+    """Robertson-Sparck Jones idf, never negative: a word in every chunk weighs almost nothing."""
+    return math.log(1.0 + (max(n, df) - df + 0.5) / (df + 0.5))
+
+
 def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[list[Hit], dict]:
-    """Full text in tiers, each ranked by ts_rank_cd: chunks matching every term (websearch
-    syntax: quotes and -exclusions work), then any two terms, then any term. The tiers are
-    one statement (one round trip, one plan): each tier is a branch that reads at most
-    KEYWORD_CANDIDATES of its matches, ranks them and keeps its best k, and the branches
-    are ordered strict first. Every branch is scoped to the organization by the composite
-    ``(organization_id, tsv)`` GIN index, so no other tenant's rows are touched."""
+    """Full text ranked by BM25 over the chunk's weighted fields (title over headings over body).
+
+    ts_rank_cd knows neither how rare a word is nor how long a chunk is, so "tent" in a
+    tent's title and "tent" in a line of a camping FAQ scored alike, and a question's
+    commonest word could carry a passage. Here each of the question's words weighs its idf
+    in the organization (``gate.document_frequency``, cached a minute, which the
+    answerability gate reads after), term frequency saturates (k1) and is normalized by the
+    chunk's length (b).
+
+    The candidates are gathered in tiers, so a broad question in a large organization still
+    ranks every chunk that holds all of its words: chunks matching every term (websearch syntax:
+    quotes and -exclusions work), then any two of the rarest terms, then any term; each tier
+    reads at most KEYWORD_CANDIDATES chunks. One statement, one round trip; every branch is
+    scoped to the organization by the composite ``(organization_id, tsv)`` GIN index, so no
+    other tenant's rows are touched."""
+    from kbframework.retrieval.gate import document_frequency
+
     lexemes = session.execute(text(
-        "SELECT coalesce(array_agg(lexeme ORDER BY length(lexeme) DESC), '{}') "
+        "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
         "FROM unnest(to_tsvector('english', :q))"), {"q": query}).scalar() or []
     if not lexemes:
         return [], {"tiers": [], "lexemes": []}
-    quoted = ["'" + lx.replace("'", "''") + "'" for lx in lexemes[:8]]
+    dfs, n = document_frequency(session, pf.organization_id, list(lexemes))
+    idf = {lx: bm25_idf(dfs.get(lx, 0), n) for lx in lexemes}
+    # the rarest words first: they say most about what is asked
+    terms = sorted(lexemes, key=lambda lx: (-idf[lx], lx))[:MAX_TERMS]
+    quoted = ["'" + lx.replace("'", "''") + "'" for lx in terms]
     strict = "websearch_to_tsquery('english', :qtext)"
     tiers = [("all_terms", strict, [])]
-    if len(quoted) >= 3:
-        pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:5]) for b in quoted[i + 1:5]]
+    pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:5]) for b in quoted[i + 1:5]] if len(quoted) >= 3 else []
+    if pairs:
         tiers.append(("two_terms", "CAST(:tq_two AS tsquery)", [strict]))
-    else:
-        pairs = []
     if len(quoted) >= 2:
         tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
     where, p = pf.sql()
-    params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted), "k": k}
-    bonus = {"all_terms": 2.0, "two_terms": 1.0, "any_term": 0.0}
+    params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted), "k": k,
+              "idf": [idf[lx] for lx in terms]}
     branches = []
-    for n, (name, q, earlier) in enumerate(tiers):
+    for t, (name, q, earlier) in enumerate(tiers):
         not_earlier = "".join(f" AND NOT (c.tsv @@ {e})" for e in earlier)
-        # ranking reads every candidate's tsvector; a broad tier ranks at most
-        # KEYWORD_CANDIDATES of its matches (the strict tier is rarely that broad)
+        # `|| ''` detoasts the tsvector once here, not once per scoring call below
         branches.append(
-            f"(SELECT {n} AS tier, m.id, m.document_id, ts_rank_cd(m.tsv, {q}, 32) AS r FROM ("
-            "SELECT c.id, c.document_id, c.tsv FROM chunks c JOIN documents d ON d.id = c.document_id "
-            f"WHERE c.organization_id = :org AND c.tsv @@ {q}{not_earlier} AND {where} "
-            f"LIMIT {KEYWORD_CANDIDATES}) m ORDER BY r DESC, m.id LIMIT :k)")
-    sql = f"SELECT tier, id, document_id, r FROM ({' UNION ALL '.join(branches)}) t ORDER BY tier, r DESC, id LIMIT :k"
+            f"(SELECT {t} AS tier, c.id, c.document_id, c.tsv || ''::tsvector AS tsv "
+            "FROM chunks c JOIN documents d ON d.id = c.document_id "
+            f"WHERE c.organization_id = :org AND c.tsv @@ {q}{not_earlier} AND {where} LIMIT {KEYWORD_CANDIDATES})")
+    # BM25 without unnesting every chunk's tsvector: ts_rank of one word (normalization 0) is
+    # that word's occurrences, the best-weighted one counted whole and the others less and
+    # less (1/4, 1/9, …); scaled so one body occurrence is 1 and a title occurrence
+    # TITLE_RANK / BODY_RANK, it is BM25's term frequency, saturated by k1 and normalized by
+    # the chunk's length (its lexemes) against the candidates' mean (b)
+    sql = (f"WITH cand AS MATERIALIZED ({' UNION ALL '.join(branches)}), "
+           "terms AS (SELECT CAST(q AS tsquery) AS q, idf FROM unnest(CAST(:tq AS text[]), "
+           "CAST(:idf AS float8[])) AS t(q, idf)), "
+           "avgdl AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS dl FROM cand), "
+           "tf AS (SELECT cand.tier, cand.id, cand.document_id, length(cand.tsv) AS dl, terms.idf, "
+           "ts_rank(CAST(:w AS float4[]), cand.tsv, terms.q, 0) * :scale AS f FROM cand, terms "
+           "WHERE cand.tsv @@ terms.q) "
+           "SELECT tf.tier, tf.id, tf.document_id, "
+           "sum(tf.idf * tf.f * (:k1 + 1) / (tf.f + :k1 * (1 - :b + :b * tf.dl / avgdl.dl))) AS score "
+           "FROM tf CROSS JOIN avgdl GROUP BY tf.tier, tf.id, tf.document_id ORDER BY score DESC, tf.id LIMIT :k")
+    params.update(tq=quoted, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
+                  k1=BM25_K1, b=BM25_B)
     rows = session.execute(bind(sql, params), params).all()
     hits: list[Hit] = []
     per_tier = {name: 0 for name, _, _ in tiers}
     for r in rows:
-        name = tiers[r[0]][0]
-        per_tier[name] += 1
-        hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]) + bonus[name], "keyword"))
-    used = [{"tier": name, "hits": n} for name, n in per_tier.items()]
-    return hits, {"tiers": used, "lexemes": lexemes[:8], "queries": 1}
+        per_tier[tiers[r[0]][0]] += 1
+        hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]), "keyword"))
+    used = [{"tier": name, "hits": c} for name, c in per_tier.items()]
+    return hits, {"tiers": used, "lexemes": terms, "idf": {lx: round(idf[lx], 3) for lx in terms},
+                  "ranking": "bm25", "queries": 1}
 
 
 # --------------------------------------------------------------------------- fusion

@@ -13,10 +13,12 @@
       place_check       events asked for in a place that has none: "I have no events in X", no cards
       embed_query       once per embedding model the organization's chunks use
       vector_search     top k by cosine similarity (the keyword leg starts beside it)
-      keyword_search    top k by full text, on its own connection, in parallel
+      keyword_search    top k by BM25 over the weighted full text, on its own connection, in parallel
       listing           the matching documents, when the question is all constraints
-      rrf               Σ w/(60 + rank), equal weights unless the query kind or preset tilts a leg
-      role_boost        the preset's role priority (×1.3, ×1.1), a re-rank
+      rrf               Σ w/(60 + rank), equal weights unless the preset or a SKU-shaped query tilts a
+                        leg (the equal-weight order beside it in the trace)
+      role_boost        the preset's role priority (×1.3, ×1.1), the roles the question asks for first
+                        (policy → support, time window → events, price → products); a re-rank
       identity          a product, SKU or title named exactly goes first
       referents         the documents a follow-up points at go first
       select_context    top N, character budget, source diversity
@@ -48,10 +50,10 @@ from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
-from kbframework.retrieval import conversation, gate, place_answer, policy, referents
+from kbframework.retrieval import conversation, fusion, gate, place_answer, policy, referents
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
                                            listing_hits, merge_parts, org_vocabulary, search_text)
-from kbframework.retrieval.identity import is_sku_shaped, name_index
+from kbframework.retrieval.identity import name_index
 from kbframework.retrieval.prompt import build_messages, prompt_preview, render_system
 from kbframework.retrieval.search import (Prefilter, apply_role_boost, count_candidates, keyword_search,
                                           org_models, rrf, vector_search)
@@ -697,28 +699,8 @@ def listing_step(s, t: Turn):
     return {"documents": len(t.legs["listing"])}
 
 
-def fusion_weights(question: str, preset, keyword_tiers: list | None = None) -> tuple[dict, str]:
-    """Equal weights, unless the preset tilts a leg or the kind of query does: a SKU-shaped
-    query leans on the keyword leg (a vector cannot tell ALT-TH2 from ALT-TH2-FP); a question
-    whose words no passage holds two of together (a paraphrase: only the keyword leg's loosest
-    tier matched) leans on the vector leg."""
-    w = {"vector": 1.0, "keyword": 1.0, "listing": 1.0}
-    why = "equal weights"
-    if preset is not None and preset.fusion_weights:
-        w.update({k: float(v) for k, v in preset.fusion_weights.items()})
-        why = f"the preset's weights {preset.fusion_weights}"
-    tiers = {x["tier"]: x["hits"] for x in (keyword_tiers or [])}
-    if is_sku_shaped(question):
-        w["keyword"], w["vector"] = w["keyword"] * 2.0, w["vector"] * 0.5
-        why = "a SKU-shaped query leans on the keyword leg"
-    elif tiers.get("any_term") and not tiers.get("all_terms") and not tiers.get("two_terms"):
-        w["keyword"] = w["keyword"] * 0.5
-        why = "a paraphrase (no passage holds two of its words) leans on the vector leg"
-    return w, why
-
-
 def rrf_step(s, t: Turn):
-    t.weights, why = fusion_weights(t.question, t.ctx.preset, (t.debug.get("keyword") or {}).get("tiers"))
+    t.weights, why = fusion.leg_weights(t.question, t.ctx.preset)
     t.fused = rrf(t.legs, weights=t.weights)
     out = {"weights": t.weights, "why": why, "chunks": len(t.fused)}
     if any(v != 1.0 for v in t.weights.values()):  # the equal-weight baseline, to see what the tilt changed
@@ -731,13 +713,18 @@ def rrf_step(s, t: Turn):
 
 def role_boost_step(s, t: Turn):
     roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.fused})
-    priority = policy.priority_for(t.question, t.ctx.preset.role_priority)  # policy pages first
+    preset_priority = list(t.ctx.preset.role_priority or [])
+    priority, why = fusion.role_priority(t.question, t.pf, preset_priority)
     t.boosted = apply_role_boost(t.fused, roles, priority)
     t.debug["role_priority"] = priority
-    if priority != list(t.ctx.preset.role_priority or []):
-        t.debug["explain"].append(f"a policy question: support pages first ({' > '.join(priority)})")
-    return {"role_priority": priority,
-            "moved": sum(1 for f in t.boosted if f.get("final_rank") != f.get("rank"))}
+    out = {"role_priority": priority, "preset_priority": preset_priority,
+           "moved": sum(1 for f in t.boosted if f.get("final_rank") != f.get("rank"))}
+    if why:
+        t.debug["explain"].append(f"{why} ({' > '.join(priority)})")
+        base = apply_role_boost(t.fused, roles, preset_priority)  # what the preset alone gives
+        out.update(why=why, baseline_top=[f["document_id"] for f in base[:10]],
+                   tilted_top=[f["document_id"] for f in t.boosted[:10]])
+    return out
 
 
 def identity_step(s, t: Turn):

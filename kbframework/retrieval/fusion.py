@@ -1,0 +1,78 @@
+"""How the searches' rankings become one, and what this question may tilt.
+
+Reciprocal Rank Fusion with equal weights is the baseline: it needs no calibration between a
+cosine and a BM25 score, and the rrf step of the trace always shows its order. Two kinds of
+tilt may change it, each named in the trace with its reason:
+
+    leg weights     the preset's ``fusion_weights``; a SKU-shaped question ("ALT-TH2") leans
+                    on the keyword leg (a vector cannot tell ALT-TH2 from ALT-TH2-FP)
+    role priority   the preset's role boost (×1.3, ×1.1), with the roles the question's own
+                    words ask for moved to the front: a policy question (returns, shipping,
+                    age limit…) or a question about what the visitor may do ("can I bring a
+                    camera?", "do I need cash at the bar?") asks a support page; a time
+                    window ("this weekend", "tonight") asks for what happens then, events; a
+                    price or stock bound ("under €50", "in stock") asks for what has a price
+                    and a stock, products and events. A boost re-ranks, it never filters.
+                    The neutral preset (no boost of its own) gets these tilts too.
+"""
+from __future__ import annotations
+
+import re
+
+from kbframework.retrieval import policy
+from kbframework.retrieval.identity import is_sku_shaped
+
+SKU_KEYWORD, SKU_VECTOR = 2.0, 0.5
+PRICED_ROLES = ("product", "event")  # what a price or stock bound describes
+POLICY_ROLES = ("support", "manual")  # where policies are written
+
+# "can I bring…", "can we…", "can my 15-year-old…", "can you mend…", "do I need…", "am I allowed…":
+# the answer is a rule of the house, unless the question is about getting something
+# ("can I get a red dress?", "can you recommend a tent?": a product or an event answers that)
+_MAY_I = re.compile(
+    r"^\s*(?:(?:and|so|but|ok(?:ay)?)[\s,]+)?(?:(?:can|could|may)\s+(?:i|we|my|our|you)"
+    r"|(?:do|does|will)\s+(?:i|we|my|our)\s+(?:need|have\s+to)"
+    r"|(?:am|are)\s+(?:i|we)\s+allowed|is\s+it\s+(?:ok(?:ay)?|allowed|possible)\s+to)\b", re.I)
+_GETTING = re.compile(r"^\s*\S+\s+\S+\s+(?:\S+\s+)?(?:buy|get|order|find|have|see|recommend|suggest|show|"
+                      r"book|reserve|try\s+on|afford)\b", re.I)
+
+
+def asks_what_is_allowed(question: str) -> bool:
+    """A question about what the visitor may or must do, not about getting something."""
+    return bool(_MAY_I.search(question or "")) and not _GETTING.search(question or "")
+
+
+def leg_weights(question: str, preset=None) -> tuple[dict, str]:
+    """RRF weights per leg and why: equal unless the preset or a SKU-shaped question tilts them."""
+    w = {"vector": 1.0, "keyword": 1.0, "listing": 1.0}
+    why = "equal weights"
+    if preset is not None and getattr(preset, "fusion_weights", None):
+        w.update({k: float(v) for k, v in preset.fusion_weights.items()})
+        why = f"the preset's weights {preset.fusion_weights}"
+    if is_sku_shaped(question):
+        w["keyword"], w["vector"] = w["keyword"] * SKU_KEYWORD, w["vector"] * SKU_VECTOR
+        why = "a SKU-shaped query leans on the keyword leg"
+    return w, why
+
+
+def asked_roles(question: str, pf) -> tuple[list[str], str | None]:
+    """The roles this question's own words ask for, most wanted first, and why."""
+    if policy.is_policy_question(question):
+        return list(POLICY_ROLES), "a policy question: support pages first"
+    if asks_what_is_allowed(question):
+        return list(POLICY_ROLES), "a question about what the visitor may do: support pages first"
+    if pf is not None and pf.date_start is not None:
+        return ["event"], "a time window: events first"
+    if pf is not None and (pf.price_min is not None or pf.price_max is not None or pf.in_stock):
+        return list(PRICED_ROLES), "a price or stock bound: products and events first"
+    return [], None
+
+
+def role_priority(question: str, pf, preset_priority: list[str] | None) -> tuple[list[str], str | None]:
+    """The preset's role priority with the roles the question asks for moved to the front."""
+    base = list(preset_priority or [])
+    front, why = asked_roles(question, pf)
+    if not front:
+        return base, None
+    out = front + [r for r in base if r not in front]
+    return (out, why) if out != base else (base, None)
