@@ -292,3 +292,28 @@ def test_bench_imports_no_test_module():
     found = {str(p.relative_to(ROOT)): lines for p in sorted((ROOT / "bench").rglob("*.py"))
              if (lines := imports_of_test_modules(p.read_text()))}
     assert not found, f"bench modules importing a test module: {found}"
+
+
+# --------------------------------------------------------------------------- no spec section numbers
+
+# the spec is not in the repository: a comment that says "§19" tells the next engineer nothing
+PRODUCT_FOLDERS = ("kbframework", "plugins", "presets", "admin", "widget", "wordpress-plugin", "docs/examples")
+PRODUCT_SUFFIXES = {".py", ".js", ".html", ".php"}
+SECTION_NUMBER = re.compile(r"§\s*\d")
+
+
+def section_numbers_in(text: str) -> list[int]:
+    return [n for n, line in enumerate(text.splitlines(), 1) if SECTION_NUMBER.search(line)]
+
+
+def test_the_section_number_checker_sees_one():
+    assert section_numbers_in('x = 1\n"""Role boost (§19): ×1.3."""\n# see § 5\n') == [2, 3]
+    assert section_numbers_in('price = "§ sign"\n# the mode\'s role priority\n') == []
+
+
+def test_no_spec_section_numbers_in_the_product():
+    files = [p for folder in PRODUCT_FOLDERS for p in (ROOT / folder).rglob("*")
+             if p.suffix in PRODUCT_SUFFIXES and p.is_file()]
+    assert any(p.suffix == ".php" for p in files) and any(p.suffix == ".js" for p in files)
+    bad = [f"{p.relative_to(ROOT)}:{n}" for p in files for n in section_numbers_in(p.read_text(errors="replace"))]
+    assert not bad, "say the behaviour, not the spec's section number:\n" + "\n".join(bad)

@@ -1,4 +1,4 @@
-"""Conversation memory for retrieval (§8): a short sliding window, and follow-ups rewritten
+"""Conversation memory for retrieval: a short sliding window, and follow-ups rewritten
 into standalone queries before retrieval. History shapes retrieval; it is never evidence.
 
     clean_history        the last N messages ({role, content[, document_ids]})

@@ -1,5 +1,6 @@
-"""Filter extraction (§5): every ``kb_extract_filters`` plugin, the organization's vocabulary,
-vetting, and the merge into one ``Prefilter``.
+"""Query-time metadata filters (date, price, category, stock, city) read from the question and
+applied before vector and keyword search: every ``kb_extract_filters`` plugin, the
+organization's vocabulary, vetting, and the merge into one ``Prefilter``.
 
     extract_filter_parts(query, context)
       1. vocabulary     the organization's categories, tags, cities and venues (from its

@@ -392,7 +392,8 @@ def rrf(legs: dict[str, list[Hit]], k: int = RRF_K, weights: dict | None = None)
 
 
 def apply_role_boost(fused: list[dict], roles: dict[str, str], priority: list[str]) -> list[dict]:
-    """§19: preferred role ×1.3, next ×1.1, others ×1.0; a re-rank, never a filter."""
+    """The mode's role priority after fusion: preferred role ×1.3, next ×1.1, others ×1.0; a
+    re-rank, never a filter, so a better match of another role still shows, just lower."""
     factors = {}
     for i, role in enumerate(priority or []):
         factors[role] = 1.3 if i == 0 else 1.1 if i == 1 else 1.0

@@ -368,7 +368,8 @@ def _ledger(org_id, purpose, provider, tin, tout):
 
 
 def _fallback(s, ctx: OrgContext, pf: Prefilter, query: str, reason: str, debug: dict) -> dict:
-    """§20: no LLM call; the preset's fallback text; closest matches without filters."""
+    """Nothing cleared the threshold or the prefilter left nothing: no LLM call (with empty context
+    it would invent an answer), the preset's fallback text, and closest matches without filters."""
     alternatives = None
     if pf.has_filters:
         loose = Prefilter(organization_id=pf.organization_id, now=pf.now)

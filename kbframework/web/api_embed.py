@@ -34,8 +34,9 @@ log = logging.getLogger("kbframework.embed")
 bp = Blueprint("api_embed", __name__)
 
 PUBLIC_FIELDS = ("message_id", "answer", "cards", "sources", "alternatives")
+# what makes an answer traceable for a visitor: which chunk of which document, and where it lives
 PUBLIC_SOURCE_FIELDS = ("n", "document_id", "document_title", "chunk_id", "source_type", "source_url",
-                        "external_id", "pages", "snippet")  # the §traceability source item
+                        "external_id", "pages", "snippet")
 HIDDEN_CARD_FIELDS = {"debug", "score", "scores", "rank", "ranks", "prompt", "metadata",
                       "normalized_content", "raw_content", "retrieval_debug"}
 

@@ -12,7 +12,7 @@ from kbframework_manual.schema import ManualConfig, ManualInput
 
 
 def clean_markdown(body: str) -> str:
-    """Basic cleanup only (spec: "save text as-is after basic cleanup"): no HTML tags,
+    """Basic cleanup only, since a manual entry is saved as the admin wrote it: no HTML tags,
     normalized line ends, no trailing spaces, at most one blank line in a row."""
     text = bleach.clean(body.replace("\r\n", "\n"), tags=[], strip=True)
     text = text.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
