@@ -624,3 +624,43 @@ def test_kb_register_commands_adds_kbf_commands_and_refuses_a_taken_name(kb_regi
         add_plugin_commands(group)
     assert "kit-clash" in exc.value.message and "'ask'" in exc.value.message
     assert group.commands["ask"] is cli.commands["ask"]  # the host's command stays
+
+
+def test_plugin_commands_join_kbf_when_listed_or_named_not_for_a_host_command(kb_register_plugin):
+    import click
+    from click.testing import CliRunner
+
+    from kbframework.cli.commands import KBGroup, cli
+
+    class Late:
+        @hookimpl
+        def kb_register_commands(self, cli):
+            @cli.command("kit-late")
+            def late():
+                """Say so."""
+                click.echo("late")
+
+    kb_register_plugin(Late(), "kit-late")
+    group = KBGroup("kbf", commands=dict(cli.commands))
+    assert CliRunner().invoke(group, ["db", "--help"]).exit_code == 0
+    assert "kit-late" not in group.commands  # a host command: the plugins were not asked
+    r = CliRunner().invoke(group, ["kit-late"])
+    assert r.exit_code == 0 and r.output == "late\n"  # a name kbf lacks: they were
+    listed = KBGroup("kbf", commands=dict(cli.commands))
+    assert "kit-late" in CliRunner().invoke(listed, ["--help"]).output
+    assert "kit-late" not in cli.commands
+
+
+def test_a_plugin_that_breaks_kbf_help_is_one_line_and_exit_3(kb_register_plugin):
+    from click.testing import CliRunner
+
+    from kbframework.cli.commands import KBGroup, cli
+
+    class Broken:
+        @hookimpl
+        def kb_register_commands(self, cli):
+            raise RuntimeError("no token")
+
+    kb_register_plugin(Broken(), "kit-broken")
+    r = CliRunner().invoke(KBGroup("kbf", commands=dict(cli.commands)), ["--help"])
+    assert r.exit_code == 3 and "kit-broken" in r.output and "no token" in r.output and "Traceback" not in r.output

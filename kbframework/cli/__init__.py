@@ -1,18 +1,9 @@
 """The ``kbf`` command line: the host's commands (``commands``) plus every plugin's
-(``kb_register_commands``). ``main`` is the console-script entry point."""
+(``kb_register_commands``, loaded only when the command table is listed or a name is not the
+host's). ``main`` is the console-script entry point."""
 
 
 def main(args=None):
-    import sys
+    from kbframework.cli.commands import cli
 
-    import click
-
-    from kbframework.cli.commands import add_plugin_commands, cli
-    from kbframework.errors import KBError
-
-    try:
-        add_plugin_commands(cli)
-    except KBError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        sys.exit(3)
     return cli(args)

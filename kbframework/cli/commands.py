@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
-import secrets
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +13,29 @@ from kbframework.errors import KBError
 
 
 class KBGroup(click.Group):
+    """The root ``kbf`` group. The plugins' commands (``kb_register_commands``) join the table
+    only when it is listed (``kbf --help``) or a name is not the host's: a host command runs
+    without loading a single plugin for the command line's sake."""
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is None:
+            self._with_plugin_commands()
+            cmd = super().get_command(ctx, name)
+        return cmd
+
+    def list_commands(self, ctx):
+        self._with_plugin_commands()
+        return super().list_commands(ctx)
+
+    def _with_plugin_commands(self):
+        """A plugin that fails while registering is one line on stderr, like every failure."""
+        try:
+            add_plugin_commands(self)
+        except KBError as exc:
+            click.echo(f"error: {exc.message}", err=True)
+            sys.exit(3)
+
     def parse_args(self, ctx, args):
         from kbframework.text.inputs import BadInput, check_text
 
@@ -54,6 +75,8 @@ class KBGroup(click.Group):
 @click.group(cls=KBGroup)
 def cli():
     """kbframework: an organization's knowledge, answered with sources."""
+    import logging
+
     logging.basicConfig(level=os.environ.get("KB_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -308,6 +331,8 @@ def user():
 @click.option("--role", type=click.Choice(["admin", "member"]), default="admin", show_default=True)
 @click.option("--password", help="default: a random one, printed once")
 def user_create(email, org_slug, role, password):
+    import secrets
+
     from kbframework.orgs.accounts import create_user
     from kbframework.db import session_scope
 

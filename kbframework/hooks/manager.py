@@ -12,7 +12,6 @@ import logging
 import os
 import threading
 import time
-from importlib import metadata
 
 import pluggy
 
@@ -70,6 +69,8 @@ def _tracer(pm: pluggy.PluginManager) -> None:
 
 def build_plugin_manager(load: str | None = None) -> pluggy.PluginManager:
     """Build a fresh manager. ``load`` overrides ``KB_LOAD_PLUGINS`` (tests use it)."""
+    from importlib import metadata  # reading every distribution's entry points: only once hooks are needed
+
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(specs)
     errors: list[dict] = []
@@ -83,9 +84,8 @@ def build_plugin_manager(load: str | None = None) -> pluggy.PluginManager:
         try:
             plugin = ep.load()
             pm.register(plugin, name=ep.name)
-            dist = ep.dist
-            pm._kb_dists = getattr(pm, "_kb_dists", {})  # name -> (dist name, version)
-            pm._kb_dists[ep.name] = (dist.name if dist else ep.value, dist.version if dist else "?")
+            pm._kb_entry_points = getattr(pm, "_kb_entry_points", {})  # name -> entry point
+            pm._kb_entry_points[ep.name] = ep  # its distribution is read when listed: parsing metadata costs
         except Exception as exc:  # a broken plugin is named, and the rest still loads
             log.error("plugin %s failed to load: %s", ep.name, exc)
             errors.append({"name": ep.name, "error": f"{type(exc).__name__}: {exc}"})
@@ -123,17 +123,22 @@ def lookup_cache(pm: pluggy.PluginManager) -> dict:
 
 def list_plugins(pm: pluggy.PluginManager | None = None) -> list[dict]:
     pm = pm or get_plugin_manager()
-    dists = getattr(pm, "_kb_dists", {})
+    eps = getattr(pm, "_kb_entry_points", {})
     out = []
     for name, plugin in pm.list_name_plugin():
         hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or [])
-        dist, version = dists.get(name, ("kbframework (built-in)", _host_version()))
+        dist, version = _distribution(eps[name]) if name in eps else ("kbframework (built-in)", _host_version())
         out.append({"name": name, "distribution": dist, "version": version, "hooks": hooks,
                     "builtin": name in DEFAULT_PLUGINS})
     for err in getattr(pm, "_kb_load_errors", []):
         out.append({"name": err["name"], "distribution": None, "version": None, "hooks": [],
                     "builtin": False, "error": err["error"]})
     return out
+
+
+def _distribution(ep) -> tuple[str, str]:
+    dist = ep.dist
+    return (dist.name, dist.version) if dist else (ep.value, "?")
 
 
 def _host_version() -> str:
