@@ -197,11 +197,11 @@ def run_autocommit(sql: str, params: dict):
 def get_engine() -> Engine:
     if _engine is None:
         from kbframework.config import get_config
-        from kbframework.embedded import ensure_services
+        from kbframework.embedded import normalize_db_url, start_postgres
 
-        url, _ = ensure_services()
-        engine = init_engine(url)
-        if get_config().database_url:  # an external server: say now if its pgvector is too old
+        cfg = get_config()  # only the database: a command that never queues a job needs no Redis
+        engine = init_engine(normalize_db_url(cfg.database_url or start_postgres(cfg)))
+        if cfg.database_url:  # an external server: say now if its pgvector is too old
             from kbframework.embedded.server_check import check_pgvector
 
             try:
