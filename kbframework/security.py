@@ -1,27 +1,36 @@
-"""Passwords (Argon2id), secrets at rest (Fernet), random tokens."""
+"""Passwords (Argon2id), secrets at rest (Fernet), random tokens.
+
+Argon2 and Fernet are imported by the functions that use them: most callers (an
+organization looked up by its slug, a token hashed) need neither, and loading both takes
+tens of milliseconds of a short command like ``kbf ask``.
+"""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import secrets
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
-from cryptography.fernet import Fernet, InvalidToken
-
 from kbframework.config import get_config
 from kbframework.errors import KBError
 
-_ph = PasswordHasher()
+
+@functools.lru_cache(maxsize=1)
+def _hasher():
+    from argon2 import PasswordHasher
+
+    return PasswordHasher()
 
 
 def hash_password(password: str) -> str:
-    return _ph.hash(password)
+    return _hasher().hash(password)
 
 
 def verify_password(stored: str, password: str) -> bool:
+    from argon2.exceptions import InvalidHashError, VerificationError
+
     try:
-        return _ph.verify(stored, password)
+        return _hasher().verify(stored, password)
     except (VerificationError, InvalidHashError):
         return False
 
@@ -34,7 +43,9 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _fernet() -> Fernet:
+def _fernet():
+    from cryptography.fernet import Fernet
+
     return Fernet(get_config().secret("encryption_key", "KB_ENCRYPTION_KEY", fernet=True).encode())
 
 
@@ -53,6 +64,8 @@ class SecretsUnreadable(KBError):
 def decrypt_json(token: str | None) -> dict:
     if not token:
         return {}
+    from cryptography.fernet import InvalidToken
+
     try:
         return json.loads(_fernet().decrypt(token.encode()))
     except InvalidToken:
