@@ -112,3 +112,29 @@ def test_a_query_vector_without_direction_leaves_the_search_to_keywords(monkeypa
     vecs, dbg = steps.embed_query(None, "org", "?")
     assert vecs == {} and dbg["degraded"]
     assert "no usable vector" in dbg["models"][provider.model] and "keyword leg" in dbg["note"]
+
+
+def test_the_weights_stay_mapped_float16_and_a_bad_file_is_a_clear_error(tmp_path):
+    """A query reads only its tokens' rows: the table is never converted whole."""
+    import json
+    import struct
+
+    from kbframework.providers.wordllama_embedder import map_tensor
+
+    emb = WordLlamaEmbedder()
+    emb.embed_batch(["warm up"])
+    weights = emb._load()[0]
+    assert weights.dtype == np.float16 and weights.shape == (32000, 256) and not weights.flags.owndata
+
+    data = np.arange(6, dtype="<f2")
+    for header, message in (({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}, "dtype"),
+                            ({"w": {"dtype": "F16", "shape": [2, 4], "data_offsets": [0, 12]}}, "size"),
+                            ({"other": {"dtype": "F16", "shape": [2, 3], "data_offsets": [0, 12]}}, "no w")):
+        raw = json.dumps(header).encode()
+        path = tmp_path / "t.safetensors"
+        path.write_bytes(struct.pack("<Q", len(raw)) + raw + data.tobytes())
+        with pytest.raises(EmbeddingError, match=message):
+            map_tensor(path, "w")
+    raw = json.dumps({"w": {"dtype": "F16", "shape": [2, 3], "data_offsets": [0, 12]}}).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data.tobytes())
+    assert map_tensor(path, "w").tolist() == [[0, 1, 2], [3, 4, 5]]
