@@ -20,17 +20,19 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from kbframework.retrieval.patterns import compile_on_use
+
 log = logging.getLogger("kbframework.conversation")
 
-_LEAD = re.compile(r"^\s*(?:(?:and|or|but|also|so|ok(?:ay)?|well|then|hmm+)\b[\s,]*)*"
-                   r"(?:what\s+about|how\s+about|what\s+if|and\s+for|same\s+for|same\s+but)?\b[\s,]*", re.I)
-_REFERENT = re.compile(
+_LEAD = compile_on_use(r"^\s*(?:(?:and|or|but|also|so|ok(?:ay)?|well|then|hmm+)\b[\s,]*)*"
+                       r"(?:what\s+about|how\s+about|what\s+if|and\s+for|same\s+for|same\s+but)?\b[\s,]*", re.I)
+_REFERENT = compile_on_use(
     r"\b(?:it|its|it's|they|them|their|theirs|those|these|that\s+one|this\s+one|the\s+one|one|ones|"
     r"that|this|same|another|other|others|else|cheaper|pricier|bigger|smaller|larger|longer|shorter|"
     r"lighter|heavier|warmer|better|first|second|third|last|former|latter|link|url)\b", re.I)
-_THERE = re.compile(r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b", re.I)
-_LINK = re.compile(r"\b(?:link|links|url|web\s?site|web\s?page|ticket\s+link)\b|"
-                   r"\bwhere\s+(?:can|do)\s+i\s+(?:buy|get|book|order)\b", re.I)
+_THERE = compile_on_use(r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b", re.I)
+_LINK = compile_on_use(r"\b(?:link|links|url|web\s?site|web\s?page|ticket\s+link)\b|"
+                       r"\bwhere\s+(?:can|do)\s+i\s+(?:buy|get|book|order)\b", re.I)
 _FILLER = frozenset("""
 the a an one ones it its it's that this those these them they please pls any anything something some
 is are do does did you have has there what what's whats which how about can could would i me to of
@@ -42,8 +44,8 @@ red blue green yellow orange purple violet pink black white grey gray brown beig
 turquoise khaki olive sage burgundy maroon crimson gold silver charcoal ivory tan coral mint lilac
 lavender rose ochre mustard sand stone moss forest sky
 """.split())
-_COLOUR_RE = re.compile(r"\b(?:" + "|".join(sorted(COLOURS, key=len, reverse=True)) + r")\b", re.I)
-_PREP_BEFORE = re.compile(r"\b(?:on|at|in|for|this|next|during|from|by)\s*$", re.I)
+_COLOUR_RE = compile_on_use(r"\b(?:" + "|".join(sorted(COLOURS, key=len, reverse=True)) + r")\b", re.I)
+_PREP_BEFORE = compile_on_use(r"\b(?:on|at|in|for|this|next|during|from|by)\s*$", re.I)
 
 
 def clean_history(history, max_messages: int = 6) -> list[dict]:
@@ -151,25 +153,25 @@ def _only_constraints(question: str) -> bool:
 
 STANDALONE, FOLLOW_UP, TOPIC_SHIFT = "standalone", "follow_up", "topic_shift"
 
-_CONNECTOR = re.compile(r"^\s*(?:and|or|but|also|plus|then|so)\b|^\s*(?:what|how)\s+about\b|"
-                        r"^\s*(?:same|ditto)\b|^\s*what\s+if\b", re.I)
-_PRONOUN = re.compile(r"\b(?:it|its|it's|they|them|their|those|these|that\s+one|this\s+one|the\s+one|"
-                      r"ones|one\s+of\s+them|same|another|other|others|either|both|there)\b", re.I)
-_IS_THERE = re.compile(r"\b(?:is|are|was|were)\s+there\b", re.I)
+_CONNECTOR = compile_on_use(r"^\s*(?:and|or|but|also|plus|then|so)\b|^\s*(?:what|how)\s+about\b|"
+                            r"^\s*(?:same|ditto)\b|^\s*what\s+if\b", re.I)
+_PRONOUN = compile_on_use(r"\b(?:it|its|it's|they|them|their|those|these|that\s+one|this\s+one|the\s+one|"
+                          r"ones|one\s+of\s+them|same|another|other|others|either|both|there)\b", re.I)
+_IS_THERE = compile_on_use(r"\b(?:is|are|was|were)\s+there\b", re.I)
 COMPARATIVES = {
     "cheaper": "cheaper", "less expensive": "cheaper", "lower price": "cheaper", "more affordable": "cheaper",
     "more expensive": "pricier", "pricier": "pricier", "dearer": "pricier", "higher end": "pricier",
     "later": "later", "afterwards": "later", "earlier": "earlier", "sooner": "earlier",
     "bigger": "bigger", "larger": "bigger", "smaller": "smaller", "lighter": "lighter",
 }
-_COMPARATIVE = re.compile(r"\b(?:" + "|".join(re.escape(k).replace(r"\ ", r"\s+")
-                                            for k in sorted(COMPARATIVES, key=len, reverse=True)) + r")\b", re.I)
-_SUPERLATIVE = re.compile(r"\b(?:the\s+)?(cheapest|most\s+expensive|priciest|earliest|latest|soonest)\b", re.I)
+_COMPARATIVE = compile_on_use(r"\b(?:" + "|".join(re.escape(k).replace(r"\ ", r"\s+")
+                                                  for k in sorted(COMPARATIVES, key=len, reverse=True)) + r")\b", re.I)
+_SUPERLATIVE = compile_on_use(r"\b(?:the\s+)?(cheapest|most\s+expensive|priciest|earliest|latest|soonest)\b", re.I)
 ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3, "4th": 3,
             "fifth": 4, "5th": 4, "last": -1, "former": 0, "latter": -1}
-_ORDINAL = re.compile(r"\b(?:the\s+)?(first|1st|second|2nd|third|3rd|fourth|4th|fifth|5th|last|former|latter)"
-                      r"(?:\s+(?:one|ones|item|product|event|option|link|show|night|gig|concert))?\b", re.I)
-_SELECTOR_ONE = re.compile(r"\bthe\s+([\w'’-]+(?:\s+[\w'’-]+)?)\s+one\b", re.I)
+_ORDINAL = compile_on_use(r"\b(?:the\s+)?(first|1st|second|2nd|third|3rd|fourth|4th|fifth|5th|last|former|latter)"
+                          r"(?:\s+(?:one|ones|item|product|event|option|link|show|night|gig|concert))?\b", re.I)
+_SELECTOR_ONE = compile_on_use(r"\bthe\s+([\w'’-]+(?:\s+[\w'’-]+)?)\s+one\b", re.I)
 # nouns that ask about an attribute of something already shown, not a new subject
 ATTRIBUTE_NOUNS = frozenset("""
 price prices cost costs much link links url urls website page ticket tickets booking stock availability
@@ -185,12 +187,12 @@ SHOWN_FACTS = frozenset("""
 price prices cost costs much link links url website page stock available availability ticket tickets booking
 date dates time times when start starts doors
 """.split())
-_WORDS = re.compile(r"[\w'’-]+", re.U)
-_FRAME = re.compile(r"^\s*(?:what(?:'s|’s|\s+is|\s+are)?\s+(?:on|happening|going\s+on|playing|showing)|"
-                    r"what\s+(?:events|shows|gigs|concerts|parties)|any(?:thing)?\s+(?:on|happening)|"
-                    r"(?:do|does|can)\s+(?:you|i|we)\b|show\s+me|i(?:'m|’m|\s+am)\s+(?:looking|after)|"
-                    r"i\s+(?:need|want|would\s+like|'d\s+like)|tell\s+me\s+about|where\s+(?:can|do)\s+i|"
-                    r"how\s+(?:do|can)\s+i|looking\s+for|recommend|suggest)\b", re.I)
+_WORDS = compile_on_use(r"[\w'’-]+", re.U)
+_FRAME = compile_on_use(r"^\s*(?:what(?:'s|’s|\s+is|\s+are)?\s+(?:on|happening|going\s+on|playing|showing)|"
+                        r"what\s+(?:events|shows|gigs|concerts|parties)|any(?:thing)?\s+(?:on|happening)|"
+                        r"(?:do|does|can)\s+(?:you|i|we)\b|show\s+me|i(?:'m|’m|\s+am)\s+(?:looking|after)|"
+                        r"i\s+(?:need|want|would\s+like|'d\s+like)|tell\s+me\s+about|where\s+(?:can|do)\s+i|"
+                        r"how\s+(?:do|can)\s+i|looking\s+for|recommend|suggest)\b", re.I)
 
 
 @dataclass
@@ -321,8 +323,8 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
     return t
 
 
-_ANOTHER = re.compile(r"\b(?:versions?|another|other|others|alternatives?|instead|fits?|compatible|needs?|"
-                      r"goes\s+with|go\s+with|spares?|refills?)\b", re.I)
+_ANOTHER = compile_on_use(r"\b(?:versions?|another|other|others|alternatives?|instead|fits?|compatible|needs?|"
+                          r"goes\s+with|go\s+with|spares?|refills?)\b", re.I)
 
 
 def _asks_shown_fact(question: str, subject: list[str]) -> bool:
@@ -382,7 +384,7 @@ def _constraints_only(prev: str, vocab: dict | None) -> str:
     return _tidy(" ".join(keep))
 
 
-_POINTERS = re.compile(_COMPARATIVE.pattern + "|" + _SUPERLATIVE.pattern + "|" + _ORDINAL.pattern, re.I)
+_POINTERS = compile_on_use(_COMPARATIVE.pattern + "|" + _SUPERLATIVE.pattern + "|" + _ORDINAL.pattern, re.I)
 
 
 def _rewrite_pair(prev: str, question: str, vocab: dict | None = None, turn: "TurnKind | None" = None) -> str:

@@ -135,6 +135,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Callable, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from kbframework.retrieval.patterns import compile_on_use
+
 __all__ = ["TemporalIntent", "parse_temporal", "event_overlap_sql_params"]
 
 UTC = timezone.utc
@@ -258,7 +260,7 @@ edition lamp watch blanket pyjamas pajamas
 """.split())
 # a plural weekday ("on Sundays", "weekends", "every friday") in a question about a habit of the
 # business is not a date: "do you deliver on Sundays?", "are you open on weekends?"
-_R_HABIT = re.compile(
+_R_HABIT = compile_on_use(
     r"\b(?:(?:do|does|don['’]?t|doesn['’]?t|do\s+not|does\s+not|can|could)\s+(?:you|u|ya|they|we|it"
     r"|the|your|y['’]all)\b|deliver\w*|ship|ships|shipping|shipped|dispatch\w*|post|posted|courier"
     r"|open|opens|opening|close|closes|closed|closing|work|works|working|operate\w*|staffed"
@@ -267,10 +269,10 @@ _R_HABIT = re.compile(
 _TITLE_STOP = frozenset("for in at on with and or to from near by of is are any what which".split())
 _NIGHT_START = time(18, 0)  # "<day> night" / "tomorrow night" begin in the evening
 
-_R_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|„[^“”]*[“”]|«[^»]*»|‹[^›]*›|‘.*?’(?!\w)"
-                       r"|(?<![\w])'(?=\S).*?(?<=\S)'(?![\w])")
-_R_NEXT_WORD = re.compile(r"[ \t]+([^\W_][\w'’&]*)")
-_R_PREV_WORD = re.compile(r"([^\W_][\w'’&]*)[ \t]+$")
+_R_QUOTED = compile_on_use(r"\"[^\"]*\"|“[^”]*”|„[^“”]*[“”]|«[^»]*»|‹[^›]*›|‘.*?’(?!\w)"
+                           r"|(?<![\w])'(?=\S).*?(?<=\S)'(?![\w])")
+_R_NEXT_WORD = compile_on_use(r"[ \t]+([^\W_][\w'’&]*)")
+_R_PREV_WORD = compile_on_use(r"([^\W_][\w'’&]*)[ \t]+$")
 
 
 # --------------------------------------------------------------------------------------
@@ -507,7 +509,7 @@ def _clip(ctx: _Ctx, se: tuple[datetime, datetime]) -> tuple[tuple[datetime, dat
 # Rules
 # --------------------------------------------------------------------------------------
 
-_R_TODAY = re.compile(
+_R_TODAY = compile_on_use(
     r"\b(?:(?P<earlier>earlier\s+today)"
     r"|(?:late\s+)?(?P<core>tonight|tonite|2nite|today)(?:['’]s)?"
     r"(?:\s+(?:evening|night|afternoon|morning))?"
@@ -529,13 +531,13 @@ def _h_today(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, kind, (ctx.now, ctx.at(ctx.ed + timedelta(days=1))))
 
 
-_R_NOW = re.compile(r"\b(?:(?:right\s+)?now|at\s+(?:the|this)\s+(?P<moment>moment))\b", _FLAGS)
+_R_NOW = compile_on_use(r"\b(?:(?:right\s+)?now|at\s+(?:the|this)\s+(?P<moment>moment))\b", _FLAGS)
 _NOW_WINDOW = timedelta(minutes=1)  # "now": the events under way at this instant
-_R_NOW_BAD_BEFORE = re.compile(
+_R_NOW_BAD_BEFORE = compile_on_use(
     r"(?:\b(?:for|by|until|till|til|up\s+to|just|from|since|than|buy|order|shop|book|call"
     r"|subscribe|join|sign\s+up|register|apply|download|act|play|watch|listen|install|donate"
     r"|reserve|start|try|get\s+it|available|in\s+stock)|\d)\s+$", _FLAGS)
-_R_NOW_BAD_AFTER = re.compile(
+_R_NOW_BAD_AFTER = compile_on_use(
     r"\s*(?:,|that\b|on\b|and\s+then|and\s+again|or\s+never|available|only|open\b|in\s+stock"
     r"|playing|showing|\d)", _FLAGS)
 
@@ -557,7 +559,7 @@ def _h_now(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, "now", (ctx.now, ctx.now + _NOW_WINDOW), weak=True)
 
 
-_R_TOMORROW = re.compile(
+_R_TOMORROW = compile_on_use(
     r"\b(?:(?P<dat>(?:the\s+)?day\s+after\s+(?:tomorrow|tomorow|tmrw|tmr))"
     r"|(?P<core>tomorrow|tomorow|tmrw|tmr|2morrow|2moro)(?:['’]s)?"
     r"(?:\s+(?:night|evening|morning|afternoon|eve))?)(?![\w])", _FLAGS)
@@ -574,10 +576,10 @@ def _h_tomorrow(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, "tomorrow", ctx.day(d))
 
 
-_R_NIGHT_TAIL = re.compile(r"\b(?:night|nite|evening|eve)s?$", _FLAGS)
+_R_NIGHT_TAIL = compile_on_use(r"\b(?:night|nite|evening|eve)s?$", _FLAGS)
 
 
-_R_YESTERDAY = re.compile(
+_R_YESTERDAY = compile_on_use(
     r"\b(?:(?P<dby>(?:the\s+)?day\s+before\s+yesterday)"
     r"|(?P<core>yesterday)(?:['’]s)?(?:\s+(?:night|evening|morning|afternoon))?"
     r"|(?P<ln>last\s+night))(?![\w])", _FLAGS)
@@ -592,7 +594,7 @@ def _h_yesterday(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, "past", ctx.day(ctx.ed - timedelta(days=1)), past=True)
 
 
-_R_WEEKEND = re.compile(
+_R_WEEKEND = compile_on_use(
     r"\b(?:(?P<the>the|this|these|over\s+the|on\s+the)\s+)?"
     r"(?:(?P<mod>coming|upcoming|next|following|past|last|previous)\s+)?"
     r"(?P<core>weekends?|week-ends?|wkends?|wknds?|week\s+end(?![\w-]))(?![\w-])", _FLAGS)
@@ -617,19 +619,19 @@ def _h_weekend(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, "weekend", (max(s, ctx.now), e))
 
 
-_R_WEEKDAY = re.compile(
+_R_WEEKDAY = compile_on_use(
     rf"\b(?:(?P<mod>this\s+coming|this\s+past|this|next|coming|upcoming|last|past|previous"
     rf"|every|each|on|until|till|by|from)\s+)?"
     rf"(?P<core>{_WD_FULL}s?|{_WD_ABBR}(?![\w])\.?)(?![\w])(?:['’]s)?"
     rf"(?P<after>\s+after\s+next)?"
     rf"(?:\s+(?:night|nite|evening|morning|afternoon|eve)s?)?(?![\w])", _FLAGS)
 _AMBIG_ABBR = {"sat", "sun", "mon", "wed", "weds"}
-_R_ABBR_CTX_BEFORE = re.compile(
+_R_ABBR_CTX_BEFORE = compile_on_use(
     rf"(?:\b(?:on|this|next|last|every|each|until|till|til|by|from|before|after|since|coming"
     rf"|upcoming|past|previous|thru|through)\s+"
     rf"|\b(?:{_WD_FULL}|{_WD_ABBR})\.?\s*(?:[-–—/,&+]|and|or|to|thru|through|till|until)\s*)$",
     _FLAGS)
-_R_ABBR_CTX_AFTER = re.compile(
+_R_ABBR_CTX_AFTER = compile_on_use(
     rf"\.?\s*(?:,\s*)?(?:(?:the\s+)?\d|{_MON}|at\b|night|nite|morning|evening|afternoon|eve\b"
     rf"|[-–—/&+]\s*(?:{_WD_FULL}|{_WD_ABBR})(?![\w])"
     rf"|(?:and|or|to|thru|through|till|until)\s+(?:{_WD_FULL}|{_WD_ABBR})(?![\w]))", _FLAGS)
@@ -668,9 +670,9 @@ def _weekday_core_ok(ctx: _Ctx, m: re.Match, group: str = "core") -> bool:
     return not ctx.is_title(s, e_word)
 
 
-_R_COUNT_BEFORE = re.compile(r"\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+$",
-                             _FLAGS)
-_R_COUNT_AFTER = re.compile(r"\s+(?P<dir>from\s+now|later|ago|back|before)(?![\w])", _FLAGS)
+_R_COUNT_BEFORE = compile_on_use(r"\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+$",
+                                 _FLAGS)
+_R_COUNT_AFTER = compile_on_use(r"\s+(?P<dir>from\s+now|later|ago|back|before)(?![\w])", _FLAGS)
 
 
 def _h_weekday(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
@@ -733,7 +735,7 @@ def _weekday_cand(ctx: _Ctx, m: re.Match, w: int) -> Optional[_Cand]:
     return _mk(m, "weekday", span(ed + timedelta(days=delta)), weekdayish=True)
 
 
-_R_WEEKDAY_WEEK = re.compile(
+_R_WEEKDAY_WEEK = compile_on_use(
     rf"\b(?:(?P<wk1>this|next|last|previous|the\s+following|the\s+coming|coming)\s+week['’]?s\s+"
     rf"(?P<core1>{_WD})(?![\w])"
     rf"|(?P<core2>{_WD})(?![\w])\s+(?:of\s+|from\s+|in\s+|on\s+)?(?:the\s+)?"
@@ -757,7 +759,7 @@ def _h_weekday_week(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, "weekday", ctx.day(d), weekdayish=True)
 
 
-_R_NTH = re.compile(
+_R_NTH = compile_on_use(
     rf"\b(?:the\s+)?(?P<n>first|1st|second|2nd|third|3rd|fourth|4th|fifth|5th|last)\s+"
     rf"(?P<core>{_WD}|weekend|week-end|wkend|week\s+end|week|day)(?![\w])\s+(?:of|in)\s+"
     rf"(?:(?P<rel>this|next|the|last|previous|coming|following|current)\s+month"
@@ -820,7 +822,7 @@ def _h_nth(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return None
 
 
-_R_PERIOD = re.compile(
+_R_PERIOD = compile_on_use(
     r"\b(?:(?:at\s+)?(?:the\s+)?(?P<edge>beginning|start|end|middle)\s+of\s+)?"
     r"(?:the\s+)?(?:(?P<mod>this\s+past|this\s+coming|this|current|next|following|coming"
     r"|upcoming|last|past|previous)\s+)?(?P<unit>week|month|year)(?![\w-])", _FLAGS)
@@ -884,7 +886,7 @@ def _h_period(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, kind, se)
 
 
-_R_NDAYS = re.compile(
+_R_NDAYS = compile_on_use(
     r"\b(?:(?:in|within|over|for|during)\s+)?(?:the\s+)?"
     r"(?P<dir>next|coming|upcoming|following|last|past|previous)\s+"
     r"(?P<n>\d{1,3}|a\s+few|few|(?:a\s+)?couple(?:\s+of)?|two|three|four|five|six|seven|eight"
@@ -941,7 +943,7 @@ def _is_quantity_after(ctx: _Ctx, e: int) -> bool:
     return ctx.q[e:e + 1] in ("%",) or ctx.q[e:e + 2] in (" %",)
 
 
-_R_MAY_OK_AFTER = re.compile(
+_R_MAY_OK_AFTER = compile_on_use(
     r"\s*(?:$|[.,!?;:)\]/-]|(?:at|to|till|until|thru|through|and|or|from|for|night|evening"
     r"|morning|afternoon|in|on|party|parties|event|events|concert|show|please)\b|\d|['’])",
     _FLAGS)
@@ -960,7 +962,7 @@ def _may_ok_day_first(ctx: _Ctx, m: re.Match, mon_group: str, day: str,
     return bool(_R_MAY_OK_AFTER.match(ctx.q, m.end(mon_group)))
 
 
-_R_MD = re.compile(
+_R_MD = compile_on_use(
     rf"\b(?P<mon>{_MON})(?:\.\s*|\s+|(?=\d))(?:the\s+)?{_day('d')}{_year4('y')}?(?![\w])",
     _FLAGS)
 
@@ -994,7 +996,7 @@ def _explicit_day(ctx: _Ctx, m: re.Match, y: Optional[int], mo: int, d: int) -> 
     return _mk(m, "date", ctx.day(dd), rank=3, dateish=True, md=(None, mo, d))
 
 
-_R_DM = re.compile(
+_R_DM = compile_on_use(
     rf"\b(?:the\s+)?{_day('d')}(?:\s+day)?(?:\s+of\s+|\s*[-/.]?\s*)(?P<mon>{_MON})\.?"
     rf"(?:(?:\s*,\s*|\s+|[-/.])(?P<y>(?:19|20)\d\d)(?!\d)|[-/.](?P<y2>\d\d)(?!\d))?(?![\w])",
     _FLAGS)
@@ -1036,7 +1038,7 @@ def _range_result(ctx: _Ctx, m: re.Match, m1: int, d1: int, y1: Optional[int], m
     return None
 
 
-_R_MD_RANGE = re.compile(
+_R_MD_RANGE = compile_on_use(
     rf"\b(?:(?P<pre>from|between)\s+)?(?:the\s+)?(?P<mon1>{_MON})(?:\.\s*|\s+|(?=\d))"
     rf"(?:the\s+)?{_day('a')}{_year4('ya')}?\s*(?P<sep>{_SEP_RANGE})\s*"
     rf"(?:(?P<mon2>{_MON})(?:\.\s*|\s+|(?=\d)))?(?:the\s+)?{_day('b')}{_year4('yb')}?(?![\w])",
@@ -1058,7 +1060,7 @@ def _h_md_range(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _range_result(ctx, m, m1, d1, ya and int(ya), m2, d2, yb and int(yb))
 
 
-_R_DM_RANGE = re.compile(
+_R_DM_RANGE = compile_on_use(
     rf"\b(?:(?P<pre>from|between)\s+)?(?:the\s+)?{_day('a')}(?:(?:\s+of)?\s*(?P<mon1>{_MON})\.?)?"
     rf"\s*(?P<sep>{_SEP_RANGE})\s*(?:the\s+)?{_day('b')}(?:\s+of)?\s*(?P<mon2>{_MON})\.?"
     rf"{_year4('y')}?(?![\w])", _FLAGS)
@@ -1083,35 +1085,35 @@ def _h_dm_range(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
 _NUM_BLACKLIST = frozenset(["24/7", "9/11", "7/11", "20/20", "50/50", "24/24", "365/24"])
 _FRACTIONS = frozenset(["1/2", "1/3", "2/3", "1/4", "3/4", "1/5", "2/5", "3/5", "4/5", "1/8",
                         "3/8", "5/8", "7/8", "1/10", "1/6", "5/6", "1/12"])
-_R_NUM_BAD_BEFORE = re.compile(
+_R_NUM_BAD_BEFORE = compile_on_use(
     r"(?:[$€£¥]\s*|\d\s+|\b(?:rate|rated|rating|score|scored|ratio|odds|page|pages|pp|p|no|nr"
     r"|number|v|ver|version|step|chapter|part|size|sizes|episode|ep|season|vol|volume|room|gate|row"
     r"|seat|table|track|disc|cd|level|grade|class|order|invoice|ref|reference|id|item|sku|model"
     r"|art|code|about|approx|approximately|in|a|an|over|cost|costs|price|priced|pay|paid|total"
     r"|under|than|by)\s+)$", _FLAGS)
-_R_NUM_GOOD_BEFORE = re.compile(
+_R_NUM_GOOD_BEFORE = compile_on_use(
     rf"(?:\b(?:on|from|until|till|til|since|before|after|for|the)\s+|\b{_WD}(?![\w])\s*,?\s*)$",
     _FLAGS)
-_R_NUM_BAD_AFTER = re.compile(
+_R_NUM_BAD_AFTER = compile_on_use(
     r"\s*(?:%|€|\$|£|(?:am|pm|a\.m|p\.m|h|hr|hrs|hours?|mins?|minutes?|uhr|eur|euro|euros|usd"
     r"|rsd|din|dinars?|kn|of|off|stars?|points?|pts|x|mg|ml|kg|g|lb|lbs|oz|inch|inches|cups?"
     r"|tsp|tbsp|miles?|km|cm|mm|m|l|cl)\b)", _FLAGS)
 
 _NUM = (r"(?P<{n}d>\d{{1,2}})(?P<{n}s>[./]| / )(?P<{n}m>\d{{1,2}})"
         r"(?:(?P={n}s)(?P<{n}y>\d{{4}}|\d{{2}})?)?")
-_R_NUMDATE = re.compile(
+_R_NUMDATE = compile_on_use(
     r"(?<![\w.,/:\-])" + _NUM.format(n="a") + r"(?![.,/]?\d)(?![\w])", _FLAGS)
-_R_NUM_RANGE = re.compile(
+_R_NUM_RANGE = compile_on_use(
     r"(?<![\w.,/:\-])(?:(?P<pre>from|between)\s+)?" + _NUM.format(n="a")
     + r"\s*(?:-|–|—|to|till|until|and)\s*" + _NUM.format(n="b") + r"(?!\d|[./]\d)(?![\w])",
     _FLAGS)
-_R_DASHDATE = re.compile(
+_R_DASHDATE = compile_on_use(
     r"(?<![\w.,/:\-])(?P<d>\d{1,2})(?P<s>-)(?P<m>\d{1,2})-(?P<y>\d{4}|\d{2})(?!\d|[-/.]\d)(?![\w])",
     _FLAGS)
-_R_ISO = re.compile(
+_R_ISO = compile_on_use(
     r"(?<![\w.,/:\-])(?P<y>(?:19|20)\d\d)(?P<s>[-/.])(?P<m>0?[1-9]|1[0-2])(?P=s)"
     r"(?P<d>0?[1-9]|[12]\d|3[01])(?!\d|[-/.]\d)", _FLAGS)
-_R_ISO_MONTH = re.compile(
+_R_ISO_MONTH = compile_on_use(
     r"(?<![\w.,/:\-])(?P<y>(?:19|20)\d\d)[-/](?P<m>0[1-9]|1[0-2])(?![\d\w]|[-/.]\d)", _FLAGS)
 
 
@@ -1188,14 +1190,14 @@ def _h_iso_month(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return _mk(m, "month", se, past=past, rank=1)
 
 
-_R_ORD = re.compile(
+_R_ORD = compile_on_use(
     rf"\b(?:(?P<pre>on)\s+)?(?P<the>the\s+)?(?P<d>{_DAYNUM})(?P<sfx>st|nd|rd|th)(?![\w])"
     rf"(?:\s+(?:day\s+)?of\s+(?:the\s+)?(?P<rel>this|next|current|previous|last|coming|following)"
     rf"\s+month)?", _FLAGS)
-_R_ORD_OK_AFTER = re.compile(
+_R_ORD_OK_AFTER = compile_on_use(
     r"\s*(?:$|[.,!?;:)\]\-–]|(?:at|from|to|till|until|or|and|please|night|evening|morning"
     r"|afternoon)\b)", _FLAGS)
-_R_ORD_WEEKDAY_BEFORE = re.compile(rf"\b{_WD}(?![\w])\s*,?\s*$", _FLAGS)
+_R_ORD_WEEKDAY_BEFORE = compile_on_use(rf"\b{_WD}(?![\w])\s*,?\s*$", _FLAGS)
 
 
 def _h_ord(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
@@ -1224,7 +1226,7 @@ def _h_ord(ctx: _Ctx, m: re.Match) -> Optional[_Cand]:
     return None
 
 
-_R_MONTH = re.compile(
+_R_MONTH = compile_on_use(
     rf"\b(?:(?P<pre>in|during|for|of|this|next|last|until|till|by|since|from|throughout"
     rf"|through|coming)\s+)?(?:the\s+)?"
     rf"(?:(?P<edge>early|mid|late|(?:the\s+)?(?:end|beginning|start|middle)\s+of)[\s-]*)?"
@@ -1342,7 +1344,7 @@ def _align_weekday(ctx: _Ctx, c: _Cand, w: int) -> None:
             return
 
 
-_R_GLUE = re.compile(r"[\s,(]*(?:(?:on|the)\s+)?[\s(]*")
+_R_GLUE = compile_on_use(r"[\s,(]*(?:(?:on|the)\s+)?[\s(]*")
 
 
 def parse_temporal(query: str, now: datetime, tz: str = "UTC", cutoff: time = time(5, 0),
