@@ -32,3 +32,36 @@ def test_the_probe_sees_a_heavy_import():
     probe = PROBE.replace('main(["--help"])', 'import sqlalchemy; main(["--help"])')
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert "sqlalchemy" in json.loads(r.stderr.strip().splitlines()[-1])
+
+
+def _loaded_by(args: list[str]) -> set[str]:
+    probe = PROBE.replace('main(["--help"])', f"main({args!r})")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "Usage:" in r.stdout, r.stderr
+    return set(json.loads(r.stderr.strip().splitlines()[-1]))
+
+
+def test_a_host_command_loads_no_plugin_for_the_command_table():
+    """The plugins' commands join only when the table is listed or a name is not the host's."""
+    listed = _loaded_by(["--help"])
+    assert "pluggy" in listed and any(m.startswith("kbframework_") for m in listed)
+    own = _loaded_by(["services", "--help"])
+    assert "pluggy" not in own and not [m for m in own if m.startswith("kbframework_")], sorted(own)
+
+
+DB_PROBE = """
+import sys
+from sqlalchemy import text
+from kbframework.db import session_scope
+with session_scope() as s:
+    s.execute(text("SELECT 1"))
+print("redis" in sys.modules)
+"""
+
+
+def test_a_database_command_needs_no_redis(kb_services):
+    """Opening the database starts (or finds) the embedded PostgreSQL only: Redis is started
+    by whatever queues a job, so ``kbf ask`` never loads the Redis client."""
+    r = subprocess.run([sys.executable, "-c", DB_PROBE], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
