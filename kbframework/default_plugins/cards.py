@@ -3,7 +3,6 @@ from model output."""
 from __future__ import annotations
 
 from kbframework.hooks.markers import hookimpl
-from kbframework.types import Card
 
 CURRENCY_SIGNS = {"EUR": "€", "USD": "$", "GBP": "£", "RSD": "RSD "}
 
@@ -41,6 +40,8 @@ def _excerpt(text: str | None, n: int = 180) -> str:
 
 @hookimpl(trylast=True)
 def kb_build_card(document, preset):
+    from kbframework.types import Card
+
     d = document
     meta = d.get("metadata") or {}
     role = d.get("document_role")

@@ -4,12 +4,12 @@ organization says so (``settings.extra["weekend_starts_friday"]``), a weekend fr
 from __future__ import annotations
 
 from kbframework.hooks.markers import hookimpl
-from kbframework.types import FilterPart
 
 
 @hookimpl(trylast=True)
 def kb_extract_filters(query, context):
     from kbframework.retrieval.temporal import parse_temporal
+    from kbframework.types import FilterPart
 
     settings = context.get("settings") or {}
     friday = context.get("weekend_starts_friday")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 from kbframework.hooks.markers import hookimpl
-from kbframework.types import FilterPart
 
 log = logging.getLogger(__name__)
 
@@ -16,8 +15,10 @@ EXTRACTOR = "rules"
 
 @hookimpl(trylast=True)
 def kb_extract_filters(query, context):
-    parts: list[FilterPart] = []
     from kbframework.retrieval.phrases import find_free, find_prices, find_stock, vocabulary_index
+    from kbframework.types import FilterPart
+
+    parts: list[FilterPart] = []
 
     prices = find_prices(query)
     if not any(f.field == "price_max" for f in prices):
@@ -43,6 +44,7 @@ def place_parts(query: str, context: dict, vocab: dict, known: list[tuple[int, i
     ("in Porto Calmo") becomes a filter that no event passes, marked ``unknown_place``; a name
     its texts do mention is left to the searches."""
     from kbframework.retrieval.places import find_places
+    from kbframework.types import FilterPart
 
     out: list[FilterPart] = []
     settings = context.get("settings") or {}

@@ -9,7 +9,6 @@ import logging
 import re
 
 from kbframework.hooks.markers import hookimpl
-from kbframework.types import FilterPart
 
 log = logging.getLogger("kbframework.planner")
 EXTRACTOR = "llm_planner"
@@ -51,6 +50,8 @@ def parse_plan(raw: str) -> dict:
 
 def plan_to_parts(plan: dict, vocab: dict) -> list[FilterPart]:
     """Keep only what the organization knows: labels, cities and venues from its vocabulary."""
+    from kbframework.types import FilterPart
+
     def canon(values, key):
         known = {v.lower(): v for v in vocab.get(key) or []}
         return [known[v.lower()] for v in values or [] if isinstance(v, str) and v.lower() in known]

@@ -1,6 +1,5 @@
 """The neutral preset the host falls back to when no preset distribution is installed."""
 from kbframework.hooks.markers import hookimpl
-from kbframework.types import Preset
 
 DEFAULT_PROMPT = (
     "You are the assistant of {brand}. Answer using only the numbered context passages. "
@@ -11,5 +10,7 @@ DEFAULT_PROMPT = (
 
 @hookimpl(trylast=True)
 def kb_mode_presets():
+    from kbframework.types import Preset
+
     return [Preset(name="default", mode="search", label="Neutral (built-in)",
                    prompt_template=DEFAULT_PROMPT, role_priority=[])]
