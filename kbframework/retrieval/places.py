@@ -109,6 +109,8 @@ def find_places(query: str, extra_names=()) -> list[Place]:
     low = fold(query)
     if len(low) == len(query):  # offsets line up (no characters folded away)
         for n in sorted(names, key=len, reverse=True):
+            if n not in low:
+                continue  # a name the question lacks needs no pattern compiled (hundreds per question)
             for m in re.finditer(rf"(?<![\w]){re.escape(n)}(?![\w])", low):
                 if any(not (m.end() <= a or m.start() >= b) for a, b in taken):
                     continue
