@@ -14,6 +14,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from kbframework.retrieval.patterns import compile_on_use
+
 # --------------------------------------------------------------------------- prices
 
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:[.,]\d{1,2})?"
@@ -31,13 +33,14 @@ _MAX_WORDS = (r"under|below|beneath|less\s+than|cheaper\s+than|lower\s+than|up\s
               r"for\s+less\s+than|for\s+under|<=?|≤")
 _MIN_WORDS = (r"over|above|more\s+than|at\s+least|min(?:imum)?|from|starting\s+(?:at|from)|"
               r"pricier\s+than|higher\s+than|>=?|≥")
-_R_RANGE = re.compile(rf"\b(?:between|from)\s+{_amt(1)}\s*(?:and|to|-|–)\s*{_amt(2)}", re.I)
-_R_DASH = re.compile(rf"(?<![\w.,]){_amt(1)}\s*(?:-|–|to)\s*{_amt(2)}", re.I)
-_R_MAX = re.compile(rf"(?:(?<=\s)|^|(?<=[(,]))(?P<w>{_MAX_WORDS})\s*{_amt(1)}", re.I)
-_R_MAX_POST = re.compile(rf"(?<![\w.,]){_amt(1)}\s*(?P<w>or\s+(?:less|under|cheaper|below)|max(?:imum)?\b|at\s+most|tops)",
-                         re.I)
-_R_MIN = re.compile(rf"(?:(?<=\s)|^|(?<=[(,]))(?P<w>{_MIN_WORDS})\s*{_amt(1)}", re.I)
-_R_MIN_POST = re.compile(rf"(?<![\w.,]){_amt(1)}\s*(?P<w>or\s+(?:more|over|above)|and\s+(?:up|above|over)|\+)", re.I)
+_R_RANGE = compile_on_use(rf"\b(?:between|from)\s+{_amt(1)}\s*(?:and|to|-|–)\s*{_amt(2)}", re.I)
+_R_DASH = compile_on_use(rf"(?<![\w.,]){_amt(1)}\s*(?:-|–|to)\s*{_amt(2)}", re.I)
+_R_MAX = compile_on_use(rf"(?:(?<=\s)|^|(?<=[(,]))(?P<w>{_MAX_WORDS})\s*{_amt(1)}", re.I)
+_R_MAX_POST = compile_on_use(rf"(?<![\w.,]){_amt(1)}\s*(?P<w>or\s+(?:less|under|cheaper|below)|max(?:imum)?\b|at\s+most|tops)",
+                             re.I)
+_R_MIN = compile_on_use(rf"(?:(?<=\s)|^|(?<=[(,]))(?P<w>{_MIN_WORDS})\s*{_amt(1)}", re.I)
+_R_MIN_POST = compile_on_use(rf"(?<![\w.,]){_amt(1)}\s*(?P<w>or\s+(?:more|over|above)|and\s+(?:up|above|over)|\+)",
+                             re.I)
 
 _UNITS = frozenset("""
 kg g gr gram grams lb lbs oz l litre litres liter liters ml cl dl cm mm m km metre metres meter meters
@@ -52,8 +55,8 @@ temperature temperatures degrees length capacity volume height width depth lumen
 comfort limit people persons person guests year years old minus zero rated kid boys girls
 temperature temperatures weights heights lengths
 """.split())
-_PRICE_WORDS = re.compile(r"\b(?:price[ds]?|pric(?:e|ing)|costs?|costing|budget|spend|pay|paying|€|\$|£|"
-                          r"euros?|dollars?|pounds?|cheap(?:er|est)?|expensive|affordable)\b", re.I)
+_PRICE_WORDS = compile_on_use(r"\b(?:price[ds]?|pric(?:e|ing)|costs?|costing|budget|spend|pay|paying|€|\$|£|"
+                              r"euros?|dollars?|pounds?|cheap(?:er|est)?|expensive|affordable)\b", re.I)
 _CUR_CODE = {"€": "EUR", "eur": "EUR", "euro": "EUR", "euros": "EUR", "$": "USD", "usd": "USD",
              "dollar": "USD", "dollars": "USD", "bucks": "USD", "£": "GBP", "gbp": "GBP", "pound": "GBP",
              "pounds": "GBP", "quid": "GBP", "rsd": "RSD", "din": "RSD", "dinar": "RSD", "dinars": "RSD"}
@@ -115,6 +118,8 @@ def _quantity_context(q: str, m: re.Match, last: int) -> bool:
 
 def find_prices(q: str) -> list[Found]:
     """Price bounds in a query: [Found(price_min|price_max|currency, value, span)]."""
+    if not any(c.isdigit() for c in q):
+        return []  # every amount pattern needs a digit, so none is compiled for such a question
     out: list[Found] = []
     taken: list[tuple[int, int]] = []
 
@@ -176,7 +181,7 @@ def find_prices(q: str) -> list[Found]:
 _EVENTISH = (r"(?:events?|part(?:y|ies)|gigs?|concerts?|shows?|nights?|things|stuff|activities|"
              r"exhibitions?|screenings?|workshops?|festivals?|tickets?|options?|ones?|fun|music|"
              r"dj\s+sets?|live\s+music|open\s+air)")
-_R_FREE = re.compile(
+_R_FREE = compile_on_use(
     r"\bno[\s-]+cover(?:[\s-]+charges?)?\b"
     r"|\bno\s+(?:entry|entrance|admission|door|ticket)\s+(?:fees?|charges?|price)\b"
     r"|\bwithout\s+(?:a\s+)?(?:cover(?:\s+charge)?|entry\s+fee|tickets?)\b"
@@ -189,14 +194,16 @@ _R_FREE = re.compile(
     rf"|concerts?|shows?|things)\s+(?:that\s+(?:is|are)\s+|that['’]s\s+|are\s+|is\s+)?free\b"
     r"(?![\s-]+(?:shipping|delivery|returns?|gift|wrap(?:ping)?|size|sample|trial|parking|wi-?fi))",
     re.I)
+# each alternative of _R_FREE contains one of these, so a question without them matches none
+_FREE_WORDS = ("free", "cover", "fee", "charge", "price", "ticket")
 # "free" that is not a price: "gluten-free", "free shipping", "I'm free tonight", "feel free"
-_R_FREE_NOT_AFTER = re.compile(r"[\s-]+(?:shipping|delivery|returns?|gifts?|wrap\w*|sizes?|samples?|trial"
-                               r"|parking|wi-?fi|time|up|from|of\s+(?!charge))\b", re.I)
-_R_FREE_NOT_BEFORE = re.compile(r"(?:\b(?:i['’]?m|i\s+am|we['’]re|we\s+are|you['’]re|are\s+you|am\s+i|feel|set"
-                                r"|break|hands|duty|tax|sugar|gluten|fat|lactose|dairy|bpa|cruelty|nickel"
-                                r"|alcohol|smoke|scent|fragrance)|-)\s*$", re.I)
-_R_ITEM_QUESTION = re.compile(r"^\s*(?:is|are|was|will)\s+(?:it|the|this|that|they|these|those|my|your|entry"
-                              r"|entrance|admission)\b", re.I)
+_R_FREE_NOT_AFTER = compile_on_use(r"[\s-]+(?:shipping|delivery|returns?|gifts?|wrap\w*|sizes?|samples?|trial"
+                                   r"|parking|wi-?fi|time|up|from|of\s+(?!charge))\b", re.I)
+_R_FREE_NOT_BEFORE = compile_on_use(r"(?:\b(?:i['’]?m|i\s+am|we['’]re|we\s+are|you['’]re|are\s+you|am\s+i|feel|set"
+                                    r"|break|hands|duty|tax|sugar|gluten|fat|lactose|dairy|bpa|cruelty|nickel"
+                                    r"|alcohol|smoke|scent|fragrance)|-)\s*$", re.I)
+_R_ITEM_QUESTION = compile_on_use(r"^\s*(?:is|are|was|will)\s+(?:it|the|this|that|they|these|those|my|your|entry"
+                                  r"|entrance|admission)\b", re.I)
 
 
 def find_free(q: str) -> list[Found]:
@@ -204,7 +211,8 @@ def find_free(q: str) -> list[Found]:
 
     Not for a yes/no question about one item ("is the jazz evening free?" must be able to
     answer "no"), and not "free shipping", "gluten-free", "I'm free tonight"."""
-    if _R_ITEM_QUESTION.search(q):
+    low = q.lower()
+    if not any(w in low for w in _FREE_WORDS) or _R_ITEM_QUESTION.search(q):
         return []
     for m in _R_FREE.finditer(q):
         word = re.search(r"free", m.group(0), re.I)
@@ -220,12 +228,12 @@ def find_free(q: str) -> list[Found]:
 
 # --------------------------------------------------------------------------- stock
 
-_R_STOCK = re.compile(r"\b(?:in[- ]stock|on\s+stock|available\s+now|currently\s+available|ready\s+to\s+ship|"
-                      r"available|not\s+sold\s+out)\b", re.I)
-_R_STOCK_NOT = re.compile(r"(?:\bnot|n't|\bno\s+longer|\bun)\s*$", re.I)
-_R_AVAILABLE_IN = re.compile(r"\s+(?:in|for|on|at|to|from|with|as|sizes?|colou?rs?|online|via)\b", re.I)
-_R_RESTOCK = re.compile(r"\b(?:back|again|still|restock\w*|when)\b", re.I)
-_R_YES_NO = re.compile(r"^\s*(?:is|are|was|will)\s+(?:it|the|this|that|they|these|those|there|my|your)\b", re.I)
+_R_STOCK = compile_on_use(r"\b(?:in[- ]stock|on\s+stock|available\s+now|currently\s+available|ready\s+to\s+ship|"
+                          r"available|not\s+sold\s+out)\b", re.I)
+_R_STOCK_NOT = compile_on_use(r"(?:\bnot|n't|\bno\s+longer|\bun)\s*$", re.I)
+_R_AVAILABLE_IN = compile_on_use(r"\s+(?:in|for|on|at|to|from|with|as|sizes?|colou?rs?|online|via)\b", re.I)
+_R_RESTOCK = compile_on_use(r"\b(?:back|again|still|restock\w*|when)\b", re.I)
+_R_YES_NO = compile_on_use(r"^\s*(?:is|are|was|will)\s+(?:it|the|this|that|they|these|those|there|my|your)\b", re.I)
 
 
 def find_stock(q: str) -> list[Found]:
@@ -277,7 +285,7 @@ def stem(w: str) -> str:
     return w
 
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_TOKEN = compile_on_use(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 def tokens(s: str) -> list[tuple[str, int, int]]:

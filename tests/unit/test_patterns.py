@@ -25,19 +25,24 @@ def test_a_pattern_built_from_others_reads_their_text_without_compiling_them():
 
 PROBE = """
 from datetime import datetime
-from kbframework.retrieval import conversation, temporal
+from kbframework.retrieval import conversation, phrases, temporal
 from kbframework.retrieval.patterns import OnUse
-tables = [v for mod in (temporal, conversation) for v in vars(mod).values() if isinstance(v, OnUse)]
+tables = [v for mod in (temporal, conversation, phrases) for v in vars(mod).values() if isinstance(v, OnUse)]
 print(len(tables), sum(v._compiled is not None for v in tables))
-temporal.parse_temporal("What is the return policy?", datetime(2026, 4, 24, 12))
-print(temporal._R_TODAY._compiled is not None)
-temporal.parse_temporal("anything on tonight?", datetime(2026, 4, 24, 12))
-print(temporal._R_TODAY._compiled is not None)
+plain, now = "What is the return policy?", datetime(2026, 4, 24, 12)
+temporal.parse_temporal(plain, now), phrases.find_prices(plain), phrases.find_free(plain)
+print(temporal._R_TODAY._compiled is not None, phrases._R_RANGE._compiled is not None,
+      phrases._R_FREE._compiled is not None)
+temporal.parse_temporal("anything on tonight?", now)
+print(temporal._R_TODAY._compiled is not None,
+      [f.value for f in phrases.find_prices("between 20 and 40 euros")], phrases.find_free("free entry?")[0].value)
 """
 
 
 def test_the_rule_tables_compile_nothing_at_import_and_only_the_rules_a_question_needs():
     r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
-    tables, compiled = map(int, r.stdout.split()[:2])
-    assert tables > 40 and compiled == 0, r.stdout + r.stderr
-    assert r.stdout.split()[2:] == ["False", "True"]  # no time word: the time rules stay uncompiled
+    lines = r.stdout.splitlines()
+    tables, compiled = map(int, lines[0].split())
+    assert tables > 55 and compiled == 0, r.stdout + r.stderr
+    assert lines[1] == "False False False"  # no time, price or "free" word: none of those rules compiled
+    assert lines[2] == "True [20.0, 40.0, 'EUR'] 0.0"
