@@ -114,17 +114,22 @@ def test_a_query_vector_without_direction_leaves_the_search_to_keywords(monkeypa
     assert "no usable vector" in dbg["models"][provider.model] and "keyword leg" in dbg["note"]
 
 
-def test_the_weights_stay_mapped_float16_and_a_bad_file_is_a_clear_error(tmp_path):
-    """A query reads only its tokens' rows: the table is never converted whole."""
+def test_a_query_reads_the_mapped_float16_rows_and_bulk_work_the_converted_table(tmp_path):
+    """A small call converts only its tokens' rows; the first bulk call converts the table once.
+    Both give the same vectors; a malformed weights file is a clear error."""
     import json
     import struct
 
-    from kbframework.providers.wordllama_embedder import map_tensor
+    from kbframework.providers.wordllama_embedder import POOL_BATCH, map_tensor
 
     emb = WordLlamaEmbedder()
-    emb.embed_batch(["warm up"])
+    small = np.array(emb.embed_batch(TEXTS[:POOL_BATCH]))
     weights = emb._load()[0]
     assert weights.dtype == np.float16 and weights.shape == (32000, 256) and not weights.flags.owndata
+    assert emb._table is None
+    big = np.array(emb.embed_batch(TEXTS))
+    assert len(TEXTS) > POOL_BATCH and emb._table.dtype == np.float32 and emb._load()[0] is emb._table
+    assert np.array_equal(small, big[:POOL_BATCH])
 
     data = np.arange(6, dtype="<f2")
     for header, message in (({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}, "dtype"),
