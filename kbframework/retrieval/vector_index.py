@@ -95,10 +95,52 @@ def status(conn) -> list[dict]:
 
 
 def _autocommit_conn():
-    """CREATE INDEX CONCURRENTLY refuses to run inside a transaction block."""
-    from kbframework.db import get_engine
+    """CREATE INDEX CONCURRENTLY refuses to run inside a transaction block, and in autocommit
+    the organization scope that every transaction copies in (``tenancy.on_begin``, a
+    transaction-local setting) is gone by the next statement: row-level security then hides
+    every chunk, and the build finds no model in use. So this connection is a private one
+    (never pooled, never handed to another caller) whose session carries the caller's scope,
+    the system bypass for the CLI, the migration and the worker."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.pool import NullPool
 
-    return get_engine().connect().execution_options(isolation_level="AUTOCOMMIT")
+    from kbframework import db, tenancy
+
+    db.get_engine()
+    engine = create_engine(db._url, poolclass=NullPool, future=True, isolation_level="AUTOCOMMIT")
+    org, bypass = tenancy.sql_settings()
+
+    @event.listens_for(engine, "connect")
+    def _scope(dbapi_conn, _rec):
+        tenancy.on_connect(dbapi_conn)  # the tenant role, as every product connection
+        if tenancy.ENABLED:
+            cur = dbapi_conn.cursor()
+            cur.execute("SELECT set_config('app.organization_id', %s, false), "
+                        "set_config('app.rls_bypass', %s, false)", (org, bypass))
+            cur.close()
+            dbapi_conn.commit()
+
+    return _ClosingConnection(engine.connect(), engine)
+
+
+class _ClosingConnection:
+    """The connection, disposing of its one-connection engine when closed."""
+
+    def __init__(self, conn, engine):
+        self._conn, self._engine = conn, engine
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def close(self):
+        self._conn.close()
+        self._engine.dispose()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _tune(conn) -> None:
