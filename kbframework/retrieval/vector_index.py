@@ -174,7 +174,9 @@ def build(model: str, dim: int, conn=None) -> dict:
         # a small index is built in milliseconds; CONCURRENTLY would instead wait for every
         # open transaction in the database to finish first
         conn.execute(text(create_sql(model, dim, concurrently=rows >= SMALL_BUILD_ROWS)))
-        conn.execute(text("ANALYZE chunks"))
+        # the index follows a load: fresh statistics for both tables the legs join, so the
+        # first questions after it are planned on the rows that are there
+        conn.execute(text("ANALYZE chunks, documents"))
         _remember(model)
         secs = round(time.perf_counter() - t0, 2)
         log.info("built %s for %s (%s dims) in %.1fs", name, model, dim, secs)
