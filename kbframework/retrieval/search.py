@@ -347,7 +347,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         pairs = []
     if len(quoted) >= 2:
         tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
-    where, p = pf.sql()
+    where, p = pf.chunk_condition("c")
     params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted), "k": k}
     bonus = {"all_terms": 2.0, "two_terms": 1.0, "any_term": 0.0}
     branches = []
@@ -357,7 +357,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         # KEYWORD_CANDIDATES of its matches (the strict tier is rarely that broad)
         branches.append(
             f"(SELECT {n} AS tier, m.id, m.document_id, ts_rank_cd(m.tsv, {q}, 32) AS r FROM ("
-            "SELECT c.id, c.document_id, c.tsv FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "SELECT c.id, c.document_id, c.tsv FROM chunks c "
             f"WHERE c.organization_id = :org AND c.tsv @@ {q}{not_earlier} AND {where} "
             f"LIMIT {KEYWORD_CANDIDATES}) m ORDER BY r DESC, m.id LIMIT :k)")
     sql = f"SELECT tier, id, document_id, r FROM ({' UNION ALL '.join(branches)}) t ORDER BY tier, r DESC, id LIMIT :k"
