@@ -22,7 +22,9 @@ from sqlalchemy.exc import SQLAlchemyError
 log = logging.getLogger("kbframework.vector_index")
 
 HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
+# measured at 100k chunks (README, "Retrieval at scale"): 128 lifts the large organization's
+# recall@20 at ef_search 200 from 0.936 to 0.964, for about twice the build time
+HNSW_EF_CONSTRUCTION = 128
 SMALL_BUILD_ROWS = 10_000  # below this, a plain CREATE INDEX (writes wait a few milliseconds)
 
 _known: set[str] = set()
@@ -198,6 +200,10 @@ def rebuild(name: str) -> dict:
             raise NotFound(f"No vector index named {name!r}; `kbf db indexes` lists them.")
         _tune(conn)
         t0 = time.perf_counter()
+        # a REINDEX keeps the options the index was built with: an index from before the
+        # current build parameters takes them now (a catalog change; the graph is rebuilt next)
+        if "hnsw" in have[name]["definition"]:
+            conn.execute(text(f"ALTER INDEX {name} SET (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"))
         conn.execute(text(f"REINDEX INDEX CONCURRENTLY {name}"))
         return {"name": name, "seconds": round(time.perf_counter() - t0, 2)}
 
