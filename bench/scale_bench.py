@@ -187,14 +187,15 @@ class LegStatements:
         event.listen(get_engine(), "before_cursor_execute", self._catch)
 
     def _catch(self, conn, cursor, statement, parameters, context, executemany):
-        if "embedding_half" in statement and "WITH cand" in statement or "ts_rank_cd" in statement:
+        if "embedding_half" in statement or "tsv @@" in statement:  # the searches, not the lookups around them
             with self._lock:
                 self.seen.append((statement, parameters))
 
     def take(self) -> dict:
         with self._lock:
             got, self.seen = self.seen, []
-        return {"vector": [x for x in got if "WITH cand" in x[0]], "keyword": [x for x in got if "ts_rank_cd" in x[0]]}
+        return {"vector": [x for x in got if "embedding_half" in x[0]],
+                "keyword": [x for x in got if "embedding_half" not in x[0]]}
 
 
 def _split(names: list[str], first: str, last: str):
@@ -408,6 +409,64 @@ def web_rss(orgs: list[dict], questions: list[str]) -> dict:
             "web_answer_p95_ms": pct(lat, 0.95), "answers": len(lat)}
 
 
+# --------------------------------------------------------------------------- recall against cost
+
+SWEEP = [(2, 100, "relaxed_order"), (2, 200, "relaxed_order"), (2, 300, "relaxed_order"), (2, 400, "relaxed_order"),
+         (3, 200, "relaxed_order"), (4, 200, "relaxed_order"), (2, 200, "strict_order"), (2, 600, "relaxed_order")]
+
+
+def sweep(orgs: list[dict], questions: list[str], model: str, dim: int, cls: str = "large") -> list[dict]:
+    """The HNSW vector statement of one class for each (re-rank factor, ef_search, iterative
+    scan mode): recall@20 against the exact scan and its latency, replayed as the floor is
+    (``KB_BENCH_SCALE_SWEEP=1``)."""
+    from kbframework.hooks import registry
+    from kbframework.retrieval.search import Prefilter, vector_sql
+
+    members = [o for o in orgs if o["class"] == cls]
+    vecs = registry.embedder().embed_batch(questions)
+    raw = _raw_conn()
+    exact = [set(exact_top(raw, members[i % len(members)]["id"], model, v)) for i, v in enumerate(vecs)]
+    raw.close()
+    floor_conns = Floor()
+    conn = floor_conns.conns[0]
+    out = []
+    for factor, ef, mode in SWEEP:
+        lat, rec = [], []
+        for i, v in enumerate(vecs):
+            o = members[i % len(members)]
+            pf = Prefilter(organization_id=o["id"], now=datetime.now(timezone.utc))
+            sql, p, _ = vector_sql(pf, model, dim, v, 20, "hnsw", ef_search=ef, rerank_factor=factor, iterative=mode)
+            stmt = _driver_sql(sql, p)
+            with conn.cursor() as cur:
+                cur.execute("SELECT set_config('app.organization_id', %s, false)", (o["id"],))
+                t = time.perf_counter()
+                cur.execute(*stmt)
+                ids = {r[0] for r in cur.fetchall()}
+                lat.append((time.perf_counter() - t) * 1000)
+            conn.rollback()
+            if exact[i]:
+                rec.append(len(ids & exact[i]) / len(exact[i]))
+        row = {"rerank_factor": factor, "ef_search": ef, "iterative_scan": mode,
+               "recall_at_20": round(statistics.mean(rec), 4), "recall_at_20_min": round(min(rec), 4),
+               "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95)}
+        out.append(row)
+        print(f"sweep {cls}: re-rank {factor}×k, ef_search {ef}, {mode}: recall@20 {row['recall_at_20']} "
+              f"(min {row['recall_at_20_min']}), p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms", flush=True)
+    floor_conns.close()
+    return out
+
+
+def _driver_sql(sql: str, params: dict) -> tuple[str, dict]:
+    """A product statement compiled as the driver receives it (expanding IN lists rendered)."""
+    from sqlalchemy.dialects import postgresql
+
+    from kbframework.retrieval.search import bind
+
+    compiled = bind(sql, params).bindparams(**params).compile(dialect=postgresql.psycopg2.dialect(),
+                                                              compile_kwargs={"render_postcompile": True})
+    return str(compiled), compiled.params
+
+
 # --------------------------------------------------------------------------- run
 
 def measure_classes(orgs: list[dict], questions: list[str], model: str, dim: int) -> dict:
@@ -501,6 +560,8 @@ def run(size: int | None = None, n_questions: int = 200) -> dict:
           f"total with TOAST and indexes {result['chunks_total_mb']} MB", flush=True)
     questions = [pool[rng.randrange(len(pool))][:80] for _ in range(n_questions)]
     result["classes"] = measure_classes(orgs, questions, provider.model, provider.dim)
+    if os.environ.get("KB_BENCH_SCALE_SWEEP"):
+        result["sweep_large"] = sweep(orgs, questions, provider.model, provider.dim)
     result["bench_process_peak_rss_mb"] = round(rss_peak_mb(os.getpid()), 1)
     try:
         result["ingestion"] = ingestion(rng, pool)

@@ -266,8 +266,9 @@ def vector_plan(session, pf: Prefilter, model: str, force: str | None = None) ->
     return "exact_documents" if few else "exact"
 
 
-def vector_sql(pf: Prefilter, model: str, dim: int, qvec, k: int, plan: str,
-               only_model: bool = False) -> tuple[str, dict, dict]:
+def vector_sql(pf: Prefilter, model: str, dim: int, qvec, k: int, plan: str, only_model: bool = False,
+               *, ef_search: int | None = None, rerank_factor: int | None = None,
+               iterative: str = "relaxed_order") -> tuple[str, dict, dict]:
     """The vector leg as one statement (its index settings included, so one round trip):
     (sql, parameters, the settings it applies).
 
@@ -277,15 +278,18 @@ def vector_sql(pf: Prefilter, model: str, dim: int, qvec, k: int, plan: str,
     row), and reading it back is most of an exact scan's time (4,500 chunks: 60 ms against
     10 ms). The scan then checks only the dimension, which is in the row, and the model is
     checked on the few candidates; if another model's chunks arrived since the count was
-    cached, they cost candidates for a minute, never a wrong hit."""
+    cached, they cost candidates for a minute, never a wrong hit.
+
+    ``ef_search``, ``rerank_factor``, ``iterative``: the configured values unless given (the
+    scale bench measures recall and latency for each)."""
     cfg = get_config()
     d = int(dim)
-    cand = max(k * RERANK_FACTOR, k)
+    cand = max(k * (rerank_factor or RERANK_FACTOR), k)
     safe = model.replace("'", "''")
     settings: dict = {}
     model_cond, model_check = f"c.embedding_model = '{safe}'", ""
     if plan == "hnsw":
-        settings = {"hnsw.ef_search": max(cand, cfg.hnsw_ef_search), "hnsw.iterative_scan": "relaxed_order",
+        settings = {"hnsw.ef_search": max(cand, ef_search or cfg.hnsw_ef_search), "hnsw.iterative_scan": iterative,
                     "hnsw.max_scan_tuples": _max_scan_tuples()}
         # the index expression, repeated exactly, and the model's partial-index predicate
         approx = f"(c.embedding_half::halfvec({d})) <=> CAST(:q AS halfvec({d}))"
