@@ -7,17 +7,21 @@ come from the offline embedder: every sentence is embedded once and a chunk's ve
 the normalised mean of its sentences' vectors (WordLlama itself is a mean of token
 vectors, so this is what it would return for the chunk, give or take weighting), which
 keeps a 1M-chunk load within minutes on two cores. Rows go in by binary COPY into the
-migrated schema; then the product's own post-load steps run (``ANALYZE`` and
-``vector_index.ensure_all`` — what ``kbf db indexes --build`` and the ingest worker do).
+migrated schema; then the product's post-load step runs and nothing else:
+``vector_index.ensure_all`` (what ``kbf db indexes --build`` does: each model's index, then
+``ANALYZE``); no VACUUM, no warm-up, no setting the product does not make.
 
-Per organization class: p50/p95 of 200 questions through the retrieval steps the answer
-pipeline runs (capped pre-filter, embed_query, keyword leg in parallel, vector leg, RRF),
-recall@20 of the vector leg against an exact full-precision scan of that organization,
-the raw SQL floor of the same two queries (psycopg2, precomputed query vector) in the
-same run and the ratio; index build time and size; ingestion end to end through a real
+Per organization class: p50/p95 of 200 questions through the product's own answer steps
+(``retrieval.steps``) in the visitor's organization scope, the retrieval steps timed by the
+product's trace (pre-filter, query embedding, vector leg with the keyword leg beside it,
+RRF); recall@20 of the vector leg against an exact full-precision scan of that organization;
+the raw SQL floor: the legs' own statements, caught as the driver received them and replayed
+on plain connections in the same role and scope, concurrently as the product runs them, and
+the ratio; index build time and size; ingestion end to end through a real
 `kbf worker` against the embedder alone on the same chunks; peak RSS of the worker and
 of a gunicorn web process answering questions. Size: ``KB_BENCH_SCALE_SIZE`` (default
-100,000; ``make bench-scale SIZE=1000000``).
+100,000; ``make bench-scale SIZE=1000000``); questions per class ``KB_BENCH_SCALE_QUESTIONS``
+(default 200); ``KB_BENCH_SCALE_SWEEP=1`` adds the recall-against-cost sweep.
 """
 from __future__ import annotations
 
@@ -529,6 +533,7 @@ def run(size: int | None = None, n_questions: int = 200) -> dict:
     from kbframework.retrieval import vector_index
 
     size = size or int(os.environ.get("KB_BENCH_SCALE_SIZE", "100000"))
+    n_questions = int(os.environ.get("KB_BENCH_SCALE_QUESTIONS", n_questions))
     rng = random.Random(15)
     pool = sentences()
     provider = registry.embedder()
