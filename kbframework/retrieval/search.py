@@ -282,6 +282,8 @@ def vector_sql(pf: Prefilter, model: str, dim: int, qvec, k: int, plan: str, onl
 
     ``ef_search``, ``rerank_factor``, ``iterative``: the configured values unless given (the
     scale bench measures recall and latency for each)."""
+    if iterative not in ("relaxed_order", "strict_order", "off"):
+        raise ValueError(f"hnsw.iterative_scan has no mode {iterative!r}")
     cfg = get_config()
     d = int(dim)
     cand = max(k * (rerank_factor or RERANK_FACTOR), k)
