@@ -11,8 +11,9 @@
                         unless it overrides them; "cheaper"/"later" add a bound from what was shown
       prefilter         active, non-expired documents of the organization matching the filters
       place_check       events asked for in a place that has none: "I have no events in X", no cards
-      embed_query       once per embedding model the organization's chunks use
-      vector_search     top k by cosine similarity (the keyword leg starts beside it)
+      embed_query       once per embedding model the organization's chunks use (the keyword
+                        leg starts here, on its own connection)
+      vector_search     top k by cosine similarity, beside the keyword leg
       keyword_search    top k by full text, on its own connection, in parallel
       listing           the matching documents, when the question is all constraints
       rrf               Σ w/(60 + rank), equal weights unless the query kind or preset tilts a leg
