@@ -7,17 +7,21 @@ come from the offline embedder: every sentence is embedded once and a chunk's ve
 the normalised mean of its sentences' vectors (WordLlama itself is a mean of token
 vectors, so this is what it would return for the chunk, give or take weighting), which
 keeps a 1M-chunk load within minutes on two cores. Rows go in by binary COPY into the
-migrated schema; then the product's own post-load steps run (``ANALYZE`` and
-``vector_index.ensure_all`` — what ``kbf db indexes --build`` and the ingest worker do).
+migrated schema; then the product's post-load step runs and nothing else:
+``vector_index.ensure_all`` (what ``kbf db indexes --build`` does: each model's index, then
+``ANALYZE``); no VACUUM, no warm-up, no setting the product does not make.
 
-Per organization class: p50/p95 of 200 questions through the retrieval steps the answer
-pipeline runs (capped pre-filter, embed_query, keyword leg in parallel, vector leg, RRF),
-recall@20 of the vector leg against an exact full-precision scan of that organization,
-the raw SQL floor of the same two queries (psycopg2, precomputed query vector) in the
-same run and the ratio; index build time and size; ingestion end to end through a real
+Per organization class: p50/p95 of 200 questions through the product's own answer steps
+(``retrieval.steps``) in the visitor's organization scope, the retrieval steps timed by the
+product's trace (pre-filter, query embedding, vector leg with the keyword leg beside it,
+RRF); recall@20 of the vector leg against an exact full-precision scan of that organization;
+the raw SQL floor: the legs' own statements, caught as the driver received them and replayed
+on plain connections in the same role and scope, concurrently as the product runs them, and
+the ratio; index build time and size; ingestion end to end through a real
 `kbf worker` against the embedder alone on the same chunks; peak RSS of the worker and
 of a gunicorn web process answering questions. Size: ``KB_BENCH_SCALE_SIZE`` (default
-100,000; ``make bench-scale SIZE=1000000``).
+100,000; ``make bench-scale SIZE=1000000``); questions per class ``KB_BENCH_SCALE_QUESTIONS``
+(default 200); ``KB_BENCH_SCALE_SWEEP=1`` adds the recall-against-cost sweep.
 """
 from __future__ import annotations
 
@@ -173,51 +177,104 @@ def _load_org(conn, o: dict, r: random.Random, pool, pool_vecs, model: str) -> N
 
 # --------------------------------------------------------------------------- one question
 
-def retrieve(org_id: str, q: str) -> tuple[list, dict]:
-    """The answer pipeline's retrieval steps 4–7 (no LLM), as ``retrieval.answer`` runs them."""
+class LegStatements:
+    """The statements the two legs send, exactly as the driver receives them (text and
+    parameters), caught on the product's engine so the floor replays the very same SQL."""
+
+    def __init__(self):
+        from sqlalchemy import event
+
+        from kbframework.db import get_engine
+
+        self.seen: list[tuple[str, object]] = []
+        self._lock = threading.Lock()
+        event.listen(get_engine(), "before_cursor_execute", self._catch)
+
+    def _catch(self, conn, cursor, statement, parameters, context, executemany):
+        if "embedding_half" in statement or "tsv @@" in statement:  # the searches, not the lookups around them
+            with self._lock:
+                self.seen.append((statement, parameters))
+
+    def take(self) -> dict:
+        with self._lock:
+            got, self.seen = self.seen, []
+        return {"vector": [x for x in got if "embedding_half" in x[0]],
+                "keyword": [x for x in got if "embedding_half" not in x[0]]}
+
+
+def _split(names: list[str], first: str, last: str):
+    from kbframework.retrieval.steps import STEPS
+
+    i, j = names.index(first), names.index(last)
+    return STEPS[:i], STEPS[i:j + 1]
+
+
+def retrieve(org_id: str, q: str) -> dict:
+    """One question through the product's own steps, as ``answer()`` runs them for a visitor
+    of ``org_id`` (the request's organization scope, a pooled session): the steps before the
+    pre-filter (context, conversation, filters) untimed, then the retrieval steps timed —
+    pre-filter, place check, query embedding, vector leg with the keyword leg beside it on
+    its own connection, RRF — by the product's own trace."""
+    from kbframework import tenancy
     from kbframework.db import session_scope
-    from kbframework.retrieval.answer import _POOL, _keyword_leg, embed_query
-    from kbframework.retrieval.search import Prefilter, count_candidates, rrf, vector_search
+    from kbframework.retrieval.steps import STEPS, Turn, run_steps
 
-    with session_scope() as s:
-        pf = Prefilter(organization_id=org_id, now=datetime.now(timezone.utc))
-        if not count_candidates(s, pf):
-            return [], {}
-        qv, _ = embed_query(s, org_id, q)
-        kf = _POOL.submit(_keyword_leg, pf, q)
-        vh, plans = [], []
-        for model, (dim, vec) in qv.items():
-            hits, plan = vector_search(s, pf, model, dim, vec, k=20)
-            vh += hits
-            plans.append(plan)
-        kh = kf.result()[0]
-        rrf({"vector": vh, "keyword": kh})
-        return vh, {"plan": plans[0]["plan"] if plans else None, "vec": vec,
-                    "ef": plans[0].get("ef_search") if plans else None}
+    before, steps = _split([st.name for st in STEPS], "prefilter", "rrf")
+    t0 = time.perf_counter()
+    with tenancy.organization(org_id), session_scope() as s:
+        t = Turn(org_id=uuid.UUID(org_id), question=q, now=datetime.now(timezone.utc), retrieval_only=True)
+        run_steps(s, t, before)
+        t1 = time.perf_counter()
+        run_steps(s, t, steps)
+        t2 = time.perf_counter()
+    whole = (time.perf_counter() - t0) * 1000
+    plans = (t.debug.get("vector") or {}).get("plans") or []
+    return {"ms": (t2 - t1) * 1000, "whole_ms": whole, "steps": {r.name: r.ms for r in t.trace.steps},
+            "hits": t.legs.get("vector", []), "plan": plans[0] if plans else None,
+            "vec": next(iter(t.qvecs.values()))[1] if t.qvecs else None, "floor": t.ctx.floor,
+            "candidates": t.candidates}
 
 
-def floor_queries(conn, org_id: str, model: str, dim: int, vec, q: str, plan: str,
-                  ef: int | None = None) -> tuple[float, list[int]]:
-    """The same two searches as bare SQL (no pre-filter join, no fusion, no Python around)."""
-    lit = "[" + ",".join(f"{float(x):.6g}" for x in vec) + "]"
-    t = time.perf_counter()
-    with conn.cursor() as cur:
-        if plan == "hnsw":
-            cur.execute("SET hnsw.iterative_scan = relaxed_order")
-            cur.execute(f"SET hnsw.ef_search = {int(ef or 40)}")
-            cur.execute(f"SELECT id FROM chunks WHERE organization_id = %s AND embedding_model = %s "
-                        f"ORDER BY (embedding_half::halfvec({dim})) <=> %s::halfvec({dim}) LIMIT 20",
-                        (org_id, model, lit))
-        else:
-            cur.execute("SELECT id FROM chunks WHERE organization_id = %s AND embedding_model = %s "
-                        "ORDER BY embedding_half <=> %s::halfvec LIMIT 20", (org_id, model, lit))
-        ids = [r[0] for r in cur.fetchall()]
-        cur.execute("SELECT id FROM chunks WHERE organization_id = %s AND tsv @@ websearch_to_tsquery('english', %s) "
-                    "ORDER BY ts_rank_cd(tsv, websearch_to_tsquery('english', %s), 32) DESC LIMIT 20",
-                    (org_id, q, q))
-        cur.fetchall()
-    conn.rollback()
-    return (time.perf_counter() - t) * 1000, ids
+class Floor:
+    """The raw SQL floor: the two legs' own statements, replayed on two plain psycopg2
+    connections in the same role and organization scope as the product's (so row-level
+    security adds the same conditions), at the same time, as the product runs them: no
+    session, no pool, no Python around them."""
+
+    def __init__(self):
+        self.conns = [_raw_conn(), _raw_conn()]
+        for c in self.conns:
+            with c.cursor() as cur:
+                cur.execute("SET ROLE kbf_tenant")
+            c.commit()
+
+    def _run(self, conn, org_id: str, stmts, out: list, i: int):
+        with conn.cursor() as cur:
+            cur.execute("SELECT set_config('app.organization_id', %s, false), "
+                        "set_config('app.rls_bypass', 'off', false)", (org_id,))
+            conn.commit()
+            t = time.perf_counter()
+            for sql, params in stmts:
+                cur.execute(sql, params)
+                cur.fetchall()
+            out[i] = (time.perf_counter() - t) * 1000
+        conn.rollback()
+
+    def measure(self, org_id: str, legs: dict) -> dict:
+        out = [0.0, 0.0]
+        ths = [threading.Thread(target=self._run, args=(self.conns[i], org_id, legs[name], out, i))
+               for i, name in enumerate(("vector", "keyword"))]
+        t = time.perf_counter()
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        both = (time.perf_counter() - t) * 1000
+        return {"ms": both, "vector_ms": out[0], "keyword_ms": out[1]}
+
+    def close(self):
+        for c in self.conns:
+            c.close()
 
 
 def trap_top(conn, org_id: str, model: str, dim: int, vec) -> list[int]:
@@ -232,12 +289,14 @@ def trap_top(conn, org_id: str, model: str, dim: int, vec) -> list[int]:
     return ids
 
 
-def exact_top(conn, org_id: str, model: str, vec) -> list[int]:
+def exact_top(conn, org_id: str, model: str, vec, floor: float = 0.0) -> list[int]:
+    """The organization's true top 20 by full-precision cosine similarity (those the
+    product's similarity floor would keep)."""
     lit = "[" + ",".join(f"{float(x):.6g}" for x in vec) + "]"
     with conn.cursor() as cur:
-        cur.execute("SELECT id FROM chunks WHERE organization_id = %s AND embedding_model = %s "
-                    "ORDER BY embedding <=> %s::vector LIMIT 20", (org_id, model, lit))
-        ids = [r[0] for r in cur.fetchall()]
+        cur.execute("SELECT id, 1 - (embedding <=> %s::vector) FROM chunks WHERE organization_id = %s "
+                    "AND embedding_model = %s ORDER BY embedding <=> %s::vector LIMIT 20", (lit, org_id, model, lit))
+        ids = [r[0] for r in cur.fetchall() if r[1] >= floor]
     conn.rollback()
     return ids
 
@@ -354,7 +413,117 @@ def web_rss(orgs: list[dict], questions: list[str]) -> dict:
             "web_answer_p95_ms": pct(lat, 0.95), "answers": len(lat)}
 
 
+# --------------------------------------------------------------------------- recall against cost
+
+SWEEP = [(2, 100, "relaxed_order"), (2, 200, "relaxed_order"), (2, 300, "relaxed_order"), (2, 400, "relaxed_order"),
+         (3, 200, "relaxed_order"), (4, 200, "relaxed_order"), (2, 200, "strict_order"), (2, 600, "relaxed_order")]
+
+
+def sweep(orgs: list[dict], questions: list[str], model: str, dim: int, cls: str = "large") -> list[dict]:
+    """The HNSW vector statement of one class for each (re-rank factor, ef_search, iterative
+    scan mode): recall@20 against the exact scan and its latency, replayed as the floor is
+    (``KB_BENCH_SCALE_SWEEP=1``)."""
+    from kbframework.hooks import registry
+    from kbframework.retrieval.search import Prefilter, vector_sql
+
+    members = [o for o in orgs if o["class"] == cls]
+    vecs = registry.embedder().embed_batch(questions)
+    raw = _raw_conn()
+    exact = [set(exact_top(raw, members[i % len(members)]["id"], model, v)) for i, v in enumerate(vecs)]
+    raw.close()
+    floor_conns = Floor()
+    conn = floor_conns.conns[0]
+    out = []
+    for factor, ef, mode in SWEEP:
+        lat, rec = [], []
+        for i, v in enumerate(vecs):
+            o = members[i % len(members)]
+            pf = Prefilter(organization_id=o["id"], now=datetime.now(timezone.utc))
+            sql, p, _ = vector_sql(pf, model, dim, v, 20, "hnsw", ef_search=ef, rerank_factor=factor, iterative=mode)
+            stmt = _driver_sql(sql, p)
+            with conn.cursor() as cur:
+                cur.execute("SELECT set_config('app.organization_id', %s, false)", (o["id"],))
+                t = time.perf_counter()
+                cur.execute(*stmt)
+                ids = {r[0] for r in cur.fetchall()}
+                lat.append((time.perf_counter() - t) * 1000)
+            conn.rollback()
+            if exact[i]:
+                rec.append(len(ids & exact[i]) / len(exact[i]))
+        row = {"rerank_factor": factor, "ef_search": ef, "iterative_scan": mode,
+               "recall_at_20": round(statistics.mean(rec), 4), "recall_at_20_min": round(min(rec), 4),
+               "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95)}
+        out.append(row)
+        print(f"sweep {cls}: re-rank {factor}×k, ef_search {ef}, {mode}: recall@20 {row['recall_at_20']} "
+              f"(min {row['recall_at_20_min']}), p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms", flush=True)
+    floor_conns.close()
+    return out
+
+
+def _driver_sql(sql: str, params: dict) -> tuple[str, dict]:
+    """A product statement compiled as the driver receives it (expanding IN lists rendered)."""
+    from sqlalchemy.dialects import postgresql
+
+    from kbframework.retrieval.search import bind
+
+    compiled = bind(sql, params).bindparams(**params).compile(dialect=postgresql.psycopg2.dialect(),
+                                                              compile_kwargs={"render_postcompile": True})
+    return str(compiled), compiled.params
+
+
 # --------------------------------------------------------------------------- run
+
+def measure_classes(orgs: list[dict], questions: list[str], model: str, dim: int) -> dict:
+    """Per organization class: the product's retrieval latency, the floor beside it, recall."""
+    caught = LegStatements()
+    floor_conns = Floor()
+    raw = _raw_conn()
+    classes = {}
+    for cls in ("large", "medium", "small"):
+        members = [o for o in orgs if o["class"] == cls]
+        lat, whole, floor, recall, trap, plans, steps = [], [], [], [], [], set(), {}
+        for i, q in enumerate(questions):  # no warm-up: the first question pays what a first visitor pays
+            o = members[i % len(members)]
+            caught.take()
+            r = retrieve(o["id"], q)
+            legs = caught.take()
+            lat.append(r["ms"])
+            whole.append(r["whole_ms"])
+            for name, ms in r["steps"].items():
+                steps.setdefault(name, []).append(ms or 0.0)
+            if r["plan"] is None:
+                continue
+            plans.add(r["plan"]["access"])
+            floor.append(floor_conns.measure(o["id"], legs))
+            exact = set(exact_top(raw, o["id"], model, r["vec"], r["floor"]))
+            if r["plan"]["plan"] == "hnsw":  # the known trap, for contrast: the same index without iterative scans
+                trap.append(len(exact & set(trap_top(raw, o["id"], model, dim, r["vec"]))) / max(1, len(exact)))
+            if exact:
+                recall.append(len(exact & {h.chunk_id for h in r["hits"]}) / len(exact))
+        f_both = [f["ms"] for f in floor]
+        c = {"organizations": len(members), "chunks_each": members[0]["chunks"],
+             "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95),
+             "whole_turn_p50_ms": pct(whole, 0.5), "whole_turn_p95_ms": pct(whole, 0.95),
+             "floor_p50_ms": pct(f_both, 0.5), "floor_p95_ms": pct(f_both, 0.95),
+             "floor_vector_p95_ms": pct([f["vector_ms"] for f in floor], 0.95),
+             "floor_keyword_p95_ms": pct([f["keyword_ms"] for f in floor], 0.95),
+             "ratio_p95": round(pct(lat, 0.95) / pct(f_both, 0.95), 2) if floor else None,
+             "steps_p95_ms": {name: pct(v, 0.95) for name, v in steps.items()},
+             "recall_at_20": round(statistics.mean(recall), 4) if recall else None,
+             "recall_at_20_min": round(min(recall), 4) if recall else None,
+             "recall_at_20_without_iterative_scan": round(statistics.mean(trap), 4) if trap else None,
+             "plans": sorted(plans)}
+        classes[cls] = c
+        print(f"{cls:6s} ({c['organizations']} × {c['chunks_each']} chunks): p50 {c['p50_ms']} ms, "
+              f"p95 {c['p95_ms']} ms (whole turn to fusion {c['whole_turn_p95_ms']} ms); floor p95 "
+              f"{c['floor_p95_ms']} ms (vector {c['floor_vector_p95_ms']}, keyword {c['floor_keyword_p95_ms']}; "
+              f"ratio {c['ratio_p95']}); recall@20 {c['recall_at_20']} (min {c['recall_at_20_min']}; "
+              f"without iterative scan {c['recall_at_20_without_iterative_scan']}), plan {c['plans']}; "
+              f"steps p95 {c['steps_p95_ms']}", flush=True)
+    raw.close()
+    floor_conns.close()
+    return classes
+
 
 def run(size: int | None = None, n_questions: int = 200) -> dict:
     from sqlalchemy import text
@@ -362,9 +531,9 @@ def run(size: int | None = None, n_questions: int = 200) -> dict:
     from kbframework.hooks import registry
     from kbframework.db import get_engine
     from kbframework.retrieval import vector_index
-    from kbframework.retrieval.search import forget_counts
 
     size = size or int(os.environ.get("KB_BENCH_SCALE_SIZE", "100000"))
+    n_questions = int(os.environ.get("KB_BENCH_SCALE_QUESTIONS", n_questions))
     rng = random.Random(15)
     pool = sentences()
     provider = registry.embedder()
@@ -376,12 +545,8 @@ def run(size: int | None = None, n_questions: int = 200) -> dict:
     orgs = loaded["orgs"]
     result["load_seconds"] = loaded["load_seconds"]
     print(f"loaded {size} chunks in {len(orgs)} organizations by COPY in {loaded['load_seconds']} s", flush=True)
-    # the product's post-load steps
-    t = time.perf_counter()
-    with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("VACUUM ANALYZE chunks"))
-        conn.execute(text("ANALYZE documents"))
-    result["analyze_seconds"] = round(time.perf_counter() - t, 1)
+    # the product's post-load step, and nothing else: `kbf db indexes --build` (each model's
+    # index, then ANALYZE of chunks and documents); vacuum is left to autovacuum, as a user's is
     t = time.perf_counter()
     built = vector_index.ensure_all()
     result["index_build_seconds"] = round(time.perf_counter() - t, 1)
@@ -395,53 +560,13 @@ def run(size: int | None = None, n_questions: int = 200) -> dict:
     result["chunks_heap_mb"] = round(sizes[0] / 1048576, 1)
     result["chunks_total_mb"] = round(sizes[1] / 1048576, 1)
     result["fulltext_index_mb"] = round(sizes[2] / 1048576, 1)
-    print(f"post-load: analyze {result['analyze_seconds']} s, HNSW build {result['index_build_seconds']} s "
+    print(f"post-load: HNSW build and ANALYZE {result['index_build_seconds']} s "
           f"({result['index_mb']} MB; {built}); heap {result['chunks_heap_mb']} MB, "
           f"total with TOAST and indexes {result['chunks_total_mb']} MB", flush=True)
-    forget_counts()
     questions = [pool[rng.randrange(len(pool))][:80] for _ in range(n_questions)]
-    raw = _raw_conn()
-    classes = {}
-    for cls in ("large", "medium", "small"):
-        members = [o for o in orgs if o["class"] == cls]
-        for q in questions[:5]:  # warm the caches the way a running server has them
-            retrieve(members[0]["id"], q)
-        lat, floor, recall, floor_recall, trap, plans = [], [], [], [], [], set()
-        for i, q in enumerate(questions):
-            o = members[i % len(members)]
-            t = time.perf_counter()
-            hits, info = retrieve(o["id"], q)
-            lat.append((time.perf_counter() - t) * 1000)
-            if not info:
-                continue
-            plans.add(info["plan"])
-            ms, floor_ids = floor_queries(raw, o["id"], provider.model, provider.dim, info["vec"], q, info["plan"],
-                                          info.get("ef"))
-            floor.append(ms)
-            exact = set(exact_top(raw, o["id"], provider.model, info["vec"]))
-            if info["plan"] == "hnsw":  # the known trap, for contrast: the same index without iterative scans
-                trap.append(len(exact & set(trap_top(raw, o["id"], provider.model, provider.dim, info["vec"])))
-                            / max(1, len(exact)))
-            if exact:
-                recall.append(len(exact & {h.chunk_id for h in hits}) / len(exact))
-                floor_recall.append(len(exact & set(floor_ids)) / len(exact))
-        c = {"organizations": len(members), "chunks_each": members[0]["chunks"],
-             "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95),
-             "floor_p50_ms": pct(floor, 0.5), "floor_p95_ms": pct(floor, 0.95),
-             "ratio_p95": round(pct(lat, 0.95) / pct(floor, 0.95), 2) if floor else None,
-             "recall_at_20": round(statistics.mean(recall), 4) if recall else None,
-             "recall_at_20_min": round(min(recall), 4) if recall else None,
-             "floor_recall_at_20": round(statistics.mean(floor_recall), 4) if floor_recall else None,
-             "recall_at_20_without_iterative_scan": round(statistics.mean(trap), 4) if trap else None,
-             "plans": sorted(p for p in plans if p)}
-        classes[cls] = c
-        print(f"{cls:6s} ({c['organizations']} × {c['chunks_each']} chunks): p50 {c['p50_ms']} ms, "
-              f"p95 {c['p95_ms']} ms; floor p95 {c['floor_p95_ms']} ms (ratio {c['ratio_p95']}); "
-              f"recall@20 {c['recall_at_20']} (min {c['recall_at_20_min']}; bare halfvec SQL "
-              f"{c['floor_recall_at_20']}; without iterative scan {c['recall_at_20_without_iterative_scan']}), "
-              f"plan {c['plans']}", flush=True)
-    raw.close()
-    result["classes"] = classes
+    result["classes"] = measure_classes(orgs, questions, provider.model, provider.dim)
+    if os.environ.get("KB_BENCH_SCALE_SWEEP"):
+        result["sweep_large"] = sweep(orgs, questions, provider.model, provider.dim)
     result["bench_process_peak_rss_mb"] = round(rss_peak_mb(os.getpid()), 1)
     try:
         result["ingestion"] = ingestion(rng, pool)

@@ -97,3 +97,89 @@ def test_hnsw_path_with_iterative_scan_matches_the_exact_scan(kb_org, kb_drain):
     assert any(vector_index.index_name(provider.model) in line[0] for line in explain)
     assert [h.chunk_id for h in hnsw] == [h.chunk_id for h in exact]
     assert all(abs(a.score - b.score) < 1e-6 for a, b in zip(hnsw, exact))  # re-ranked on full precision
+
+
+def test_kbf_db_indexes_build_sees_the_chunks_through_row_level_security(kb_org, kb_drain, kb_services):
+    """The build runs in autocommit (CREATE INDEX CONCURRENTLY), where a transaction-local
+    organization scope would be gone by the next statement and every chunk hidden."""
+    from sqlalchemy import text
+
+    from kbframework.db import get_engine
+    from kbframework.hooks import registry
+    from kbframework.retrieval import vector_index
+
+    env = {"KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
+    model = registry.embedder().model
+    name = vector_index.index_name(model)
+    _seed(kb_org["id"])
+    kb_drain()
+    with get_engine().connect() as conn:  # the worker built it: start again without one
+        conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+        conn.commit()
+    vector_index.forget()
+    out = kbf("db", "indexes", "--build", env=env).stdout
+    assert f"{name}: built in" in out
+    rows = json.loads(kbf("db", "indexes", "--json", env=env).stdout)
+    assert [(r["name"], r["state"]) for r in rows] == [(name, "valid")]
+    with get_engine().connect() as conn:  # an index from older build parameters is brought up to date
+        conn.execute(text(f"DROP INDEX {name}"))
+        conn.execute(text(vector_index.create_sql(model, 256, concurrently=False).replace(
+            f"ef_construction = {vector_index.HNSW_EF_CONSTRUCTION}", "ef_construction = 32")))
+        conn.commit()
+    kbf("db", "indexes", "--rebuild", name, env=env)
+    with get_engine().connect() as conn:
+        definition = conn.execute(text("SELECT pg_get_indexdef(CAST(:n AS regclass))"), {"n": name}).scalar()
+    assert f"ef_construction='{vector_index.HNSW_EF_CONSTRUCTION}'" in definition
+
+
+def test_the_three_vector_plans_return_the_same_hits(kb_org, kb_drain):
+    """HNSW with the pre-filter probed per candidate, the organization's chunks each probing
+    its document, and the passing documents first: one answer, whichever plan the pre-filter's
+    count picks."""
+    from kbframework.db import session_scope
+    from kbframework.hooks import registry
+    from kbframework.retrieval.search import (PREFILTER_CAP, Prefilter, count_candidates, forget_counts,
+                                              vector_plan, vector_search)
+
+    _seed(kb_org["id"])
+    kb_drain()
+    forget_counts()
+    provider = registry.embedder()
+    vec = provider.embed_batch(["techno night at the bunker"])[0]
+    with session_scope() as s:
+        pf = Prefilter(organization_id=kb_org["id"], now=datetime.now(timezone.utc))
+        assert vector_plan(s, pf, provider.model) == "exact"  # not counted, not selective
+        assert count_candidates(s, pf) == 60 < PREFILTER_CAP
+        assert vector_plan(s, pf, provider.model) == "exact_documents"  # few documents pass
+        by_docs, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10)
+        assert note["access"] == "exact_documents"
+        pf.counted = None
+        by_chunks, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10)
+        assert note["access"] == "exact"
+        hnsw, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10, force="hnsw")
+        assert note["access"] == "hnsw"
+    assert len(by_docs) == 10
+    assert [h.chunk_id for h in by_docs] == [h.chunk_id for h in by_chunks] == [h.chunk_id for h in hnsw]
+
+
+def test_a_document_the_pre_filter_refuses_gives_no_vector_hit_in_any_plan(kb_org, kb_drain):
+    from sqlalchemy import text
+
+    from kbframework.db import session_scope
+    from kbframework.hooks import registry
+    from kbframework.retrieval.search import Prefilter, forget_counts, vector_search
+
+    _seed(kb_org["id"])
+    kb_drain()
+    forget_counts()
+    provider = registry.embedder()
+    vec = provider.embed_batch(["techno night at the bunker"])[0]
+    with session_scope() as s:
+        pf = Prefilter(organization_id=kb_org["id"], now=datetime.now(timezone.utc))
+        top = vector_search(s, pf, provider.model, provider.dim, vec, k=5)[0][0]
+        s.execute(text("UPDATE documents SET expires_at = now() - interval '1 day' WHERE id = :d"),
+                  {"d": top.document_id})
+        for force, counted in ((None, 59), (None, None), ("hnsw", None)):
+            pf.counted = counted
+            hits, note = vector_search(s, pf, provider.model, provider.dim, vec, k=20, force=force)
+            assert hits and top.document_id not in {h.document_id for h in hits}, note["access"]

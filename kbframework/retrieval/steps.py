@@ -11,8 +11,9 @@
                         unless it overrides them; "cheaper"/"later" add a bound from what was shown
       prefilter         active, non-expired documents of the organization matching the filters
       place_check       events asked for in a place that has none: "I have no events in X", no cards
-      embed_query       once per embedding model the organization's chunks use
-      vector_search     top k by cosine similarity (the keyword leg starts beside it)
+      embed_query       once per embedding model the organization's chunks use (the keyword
+                        leg starts here, on its own connection)
+      vector_search     top k by cosine similarity, beside the keyword leg
       keyword_search    top k by BM25 over the weighted full text, on its own connection, in parallel
       listing           the matching documents, when the question is all constraints
       rrf               Σ w/(60 + rank), equal weights unless the preset or a SKU-shaped query tilts a
@@ -159,9 +160,11 @@ def filter_context(s, ctx: OrgContext, now: datetime, history: list[dict]) -> di
             "weekend_starts_friday": bool(ctx.settings.weekend_starts_friday)}
 
 
-def embed_query(s, org_id, query: str) -> tuple[dict, dict]:
+def embed_query(s, org_id, query: str, ledger: list | None = None) -> tuple[dict, dict]:
     """Embed the query with every model the organization's chunks use (several during a
-    model switch, so old vectors keep serving). Returns ({model: (dim, vec)}, debug)."""
+    model switch, so old vectors keep serving). Returns ({model: (dim, vec)}, debug).
+    ``ledger``: a list to put the usage-ledger entries in for the caller to write (beside
+    the searches) instead of writing them here."""
     out, dbg = {}, {"models": {}, "degraded": False}
     models = org_models(s, org_id) or {}
     for model in models:
@@ -174,7 +177,8 @@ def embed_query(s, org_id, query: str) -> tuple[dict, dict]:
         try:
             vec = provider.embed_batch([query])[0]
             ms = round((time.perf_counter() - t0) * 1000, 2)
-            _ledger(org_id, "query_embedding", provider, provider.count_tokens(query), 0)
+            entry = (org_id, "query_embedding", provider, provider.count_tokens(query), 0)
+            _ledger(*entry) if ledger is None else ledger.append(entry)
             if not usable_vector(vec):  # NaN would fail the search in PostgreSQL, zeros match nothing
                 dbg["models"][model] = "no usable vector for this query (NaN, infinite or all zeros)"
                 dbg["degraded"] = True
@@ -493,6 +497,7 @@ class Turn:
     candidates: int = 0
     qvecs: dict = field(default_factory=dict)
     kw_future: object = None
+    ledger_future: object = None
     legs: dict = field(default_factory=dict)
     weights: dict = field(default_factory=dict)
     fused: list = field(default_factory=list)
@@ -659,15 +664,20 @@ def place_check_step(s, t: Turn):
 
 
 def embed_query_step(s, t: Turn):
-    t.qvecs, dbg = embed_query(s, t.ctx.org.id, t.text_q)
+    # the keyword leg needs no vector: it starts now, on its own connection (same tenant
+    # scope), and the query embedding's ledger row is written beside the searches too
+    # (its own transaction; awaited by keyword_search, so it is there when the turn ends)
+    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword)
+    entries: list = []
+    t.qvecs, dbg = embed_query(s, t.ctx.org.id, t.text_q, ledger=entries)
+    if entries:
+        t.ledger_future = _POOL.submit(contextvars.copy_context().run, lambda: [_ledger(*e) for e in entries])
     t.debug["embedding"] = dbg
     return dbg
 
 
 def vector_search_step(s, t: Turn):
-    # the keyword leg runs beside this one on its own connection (both wait on PostgreSQL)
-    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q,  # same tenant scope
-                               t.k_keyword)
+    # the keyword leg, started by embed_query, runs beside this one (both wait on PostgreSQL)
     hits, plans = [], []
     for model, (dim, vec) in t.qvecs.items():
         got, plan = vector_search(s, t.pf, model, dim, vec, k=t.k_vector, floor=t.ctx.floor)
@@ -685,6 +695,8 @@ def vector_search_step(s, t: Turn):
 
 def keyword_search_step(s, t: Turn):
     hits, dbg, ms = t.kw_future.result()
+    if t.ledger_future is not None:
+        t.ledger_future.result()  # _ledger logs its own failures
     t.legs["keyword"] = hits
     t.debug["keyword"] = {**dbg, "hits": [_hit(h) for h in hits]}
     t.debug["legs"] = {"vector_hits_above_floor": len(t.legs.get("vector", [])), "keyword_matches": len(hits),
