@@ -86,6 +86,44 @@ def test_failing_embedder_keeps_old_chunks_serving(kb_admin, monkeypatch):
     assert out["debug"]["vector"]["hits"] == []
 
 
+def test_a_document_whose_chunks_cannot_be_written_fails_alone(kb_admin, monkeypatch):
+    """One batch, three changed documents; the database refuses one document's chunks (a NUL
+    inside its metadata). The batch's transaction rolls back and each document is written
+    alone: the other two get their new chunks once, the refused one keeps its old chunks and
+    says why, and no half of its new version is left anywhere."""
+    from kbframework.ingest import pipeline
+
+    notes = [add_note(kb_admin, "Return policy", RETURNS),
+             add_note(kb_admin, "Opening hours", "We are open Monday to Friday from 9:00 to 17:00."),
+             add_note(kb_admin, "Gift cards", "Gift cards never expire.")]
+    ids = [n["id"] for n in notes]
+    with session_scope() as s:
+        before = {i: s.scalars(select(Chunk.content).where(Chunk.document_id == i)).all() for i in ids}
+    for n, extra in zip(notes, (" Sale items are final.", " On Saturday from 10:00 to 14:00.", " They can be topped up.")):
+        r = kb_admin.put(f"/api/admin/v1/documents/manual/{n['id']}", json={"body": before[n["id"]][0] + extra})
+        assert r.status_code in (200, 202), r.get_data(as_text=True)
+    real = pipeline.chunk_step
+
+    def poisoned(title, segments, cs, counts=None):
+        chunks = real(title, segments, cs, counts)
+        if title == "Opening hours":
+            for c in chunks:
+                c.metadata["note"] = "\x00"
+        return chunks
+
+    monkeypatch.setattr(pipeline, "chunk_step", poisoned)
+    results = {r.document_id: r for r in pipeline.ingest_documents(ids)}
+    assert [results[i].action for i in ids] == ["indexed", "error", "indexed"]
+    with session_scope() as s:
+        after = {i: s.scalars(select(Chunk.content).where(Chunk.document_id == i)).all() for i in ids}
+        refused = s.get(Document, ids[1])
+        assert refused.status == "error" and refused.metadata_["last_error"]
+        assert after[ids[1]] == before[ids[1]]  # the old chunks keep serving
+        assert refused.chunk_count == 1 and refused.metadata_["last_ingest"]["action"] == "error"
+    assert len(after[ids[0]]) == 1 and "Sale items are final." in after[ids[0]][0]
+    assert len(after[ids[2]]) == 1 and "topped up" in after[ids[2]][0]
+
+
 def test_zero_results_no_llm_and_fallback(kb_admin):
     r = kb_admin.post("/api/admin/v1/chat", json={"question": "do you sell submarines?"})
     out = r.get_json()
