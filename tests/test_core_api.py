@@ -124,6 +124,44 @@ def test_a_document_whose_chunks_cannot_be_written_fails_alone(kb_admin, monkeyp
     assert len(after[ids[2]]) == 1 and "topped up" in after[ids[2]][0]
 
 
+def test_planner_statistics_are_refreshed_once_behind_the_load(kb_admin, kb_drain, monkeypatch):
+    """A worker's ingest jobs do not ANALYZE themselves: the job that passes the threshold queues
+    one refresh behind the jobs already waiting, and a refresh that finds ingest jobs still
+    waiting goes behind them again."""
+    from rq.registry import FinishedJobRegistry
+    from sqlalchemy import text
+
+    from kbframework.db import get_engine
+    from kbframework.ingest import queue as ingest_queue
+    from kbframework.jobs.queues import queue
+
+    monkeypatch.setattr(ingest_queue, "ANALYZE_EVERY_CHUNKS", 1)
+    for i in range(3):
+        r = kb_admin.post("/api/admin/v1/documents/manual", json={"title": f"Note {i}", "body": f"Shop {i} opens at nine."})
+        assert r.status_code in (201, 202)
+    kb_drain()
+    q = queue("ingest")
+
+    def finished():
+        jobs = [q.fetch_job(j) for j in FinishedJobRegistry(queue=q).get_job_ids()]
+        return sorted((j for j in jobs if j is not None), key=lambda j: j.started_at)
+
+    jobs = finished()
+    names = [j.func_name.rsplit(".", 1)[-1] for j in jobs]
+    assert names.count("ingest_documents_job") == 3 and names.count("refresh_statistics_job") == 1
+    refresh = next(j for j in jobs if j.func_name.endswith("refresh_statistics_job"))
+    assert refresh.return_value() == {"analyzed": True, "deferrals": 0}
+    assert all(refresh.started_at >= j.ended_at for j in jobs if j.func_name.endswith("ingest_documents_job"))
+    with get_engine().connect() as conn:
+        assert conn.execute(text("SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunks'")).scalar()
+    # a refresh queued ahead of ingest jobs waits behind them
+    assert ingest_queue.queue_refresh() and not ingest_queue.queue_refresh()  # one at a time
+    kb_admin.post("/api/admin/v1/documents/manual", json={"title": "Late note", "body": "Shop 9 opens at ten."})
+    kb_drain()
+    results = [j.return_value() for j in finished()[len(jobs):] if j.func_name.endswith("refresh_statistics_job")]
+    assert results[0]["deferred"] == 1 and results[-1] == {"analyzed": True, "deferrals": 1}
+
+
 def test_zero_results_no_llm_and_fallback(kb_admin):
     r = kb_admin.post("/api/admin/v1/chat", json={"question": "do you sell submarines?"})
     out = r.get_json()

@@ -20,6 +20,10 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
     from kbframework import tenancy
 
     tenancy.use_system_default(f"the worker for {', '.join(queue_names)}")
+    if "ingest" in queue_names:
+        from kbframework.ingest.queue import warm_up
+
+        warm_up()  # the embedding model loads now, once, not inside the first job
     child = None
     if with_scheduler and not burst:
         child = _start_scheduler()
