@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import load_only
 
 from kbframework.clock import utcnow
 from kbframework.hooks import registry
@@ -214,6 +213,7 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
     verdicts = {org: False for org, unit in budget_units.items() if unit != "none"}
     usage: dict = {}
     marked: set[str] = set()
+    embedded: list[_Work] = []
     with _Writer(results) as writer:
         for part in _parts(loaded):  # 4–5 here, 6 in the writer's threads
             work = _chunk(part, results)
@@ -231,8 +231,11 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
             mark_errors(failed)
             marked.update(did for did, _ in failed)
             writer.write(work)
-    _record_usage(usage)
-    _index_new_models(writer.written)
+            embedded += work
+        # beside the last writes rather than after them (a model's index is asked for even if
+        # its documents' writes fail: the build finds what there is)
+        writer.also(_record_usage, usage)
+        writer.also(_index_new_models, embedded)
     _store_traces({k: r for k, r in results.items() if r.action != "indexed"})
     return [results.get(str(d)) or IngestResult(str(d), "skipped") for d in document_ids]
 
@@ -255,15 +258,23 @@ def writers() -> int:
 
 
 def _parts(loaded: list[tuple]) -> list[list[tuple]]:
+    """Parts of about ``PART_CHARS``, the first and the last smaller: nothing is written until
+    the first part is embedded, and the job waits alone for the last part's write."""
+    sizes = [sum(len(x.text) for x in item[0].segments) for item in loaded]
+    tail = len(loaded)
+    while tail > 1 and sum(sizes[tail - 1:]) < PART_CHARS // 4:
+        tail -= 1
     parts, cur, size = [], [], 0
-    for item in loaded:
+    for i, item in enumerate(loaded[:tail]):
         cur.append(item)
-        size += sum(len(x.text) for x in item[0].segments)
-        if size >= PART_CHARS:
+        size += sizes[i]
+        if size >= (PART_CHARS // 2 if not parts else PART_CHARS):
             parts.append(cur)
             cur, size = [], 0
     if cur:
         parts.append(cur)
+    if loaded[tail:]:
+        parts.append(loaded[tail:])
     return parts
 
 
@@ -279,17 +290,25 @@ class _Writer:
         self.results = results
         self.written: list[_Work] = []
         self._futures: list = []
+        self._others: list = []
         self._pool = ThreadPoolExecutor(max_workers=writers(), thread_name_prefix="kbf-ingest-write")
 
     def write(self, work: list[_Work]) -> None:
         if work:
             self._futures.append(self._pool.submit(contextvars.copy_context().run, _replace, work))
 
+    def also(self, fn, *args) -> None:
+        """Run ``fn(*args)`` in a writing thread too (its result is not kept)."""
+        self._others.append(self._pool.submit(contextvars.copy_context().run, fn, *args))
+
     def __enter__(self) -> "_Writer":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self._pool.shutdown(wait=True)
+        for f in self._others:
+            if f.exception() is not None:
+                log.warning("ingestion bookkeeping failed: %s", f.exception())
         for f in self._futures:
             if exc_type is not None and f.exception() is not None:
                 continue  # the caller's own error is the one to raise
@@ -307,8 +326,8 @@ def _load(document_ids, force: bool, results: dict,
     todo = []
     with session_scope() as s:
         settings_cache: dict = {}
-        docs = s.scalars(select(Document).options(load_only(*_LOADED)).where(
-            Document.id.in_([_uuid(d) for d in document_ids]))).all()
+        # the columns the steps read, as plain rows (no ORM objects to build and track)
+        docs = s.execute(select(*_LOADED).where(Document.id.in_([_uuid(d) for d in document_ids]))).all()
         found = {str(d.id) for d in docs}
         for missing in (str(d) for d in document_ids if str(d) not in found):
             results[missing] = IngestResult(missing, "skipped", error="document not found")
