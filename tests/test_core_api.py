@@ -99,7 +99,8 @@ def test_a_document_whose_chunks_cannot_be_written_fails_alone(kb_admin, monkeyp
     ids = [n["id"] for n in notes]
     with session_scope() as s:
         before = {i: s.scalars(select(Chunk.content).where(Chunk.document_id == i)).all() for i in ids}
-    for n, extra in zip(notes, (" Sale items are final.", " On Saturday from 10:00 to 14:00.", " They can be topped up.")):
+    extras = (" Sale items are final.", " On Saturday from 10:00 to 14:00.", " They can be topped up.")
+    for n, extra in zip(notes, extras):
         r = kb_admin.put(f"/api/admin/v1/documents/manual/{n['id']}", json={"body": before[n["id"]][0] + extra})
         assert r.status_code in (200, 202), r.get_data(as_text=True)
     real = pipeline.chunk_step
@@ -137,7 +138,8 @@ def test_planner_statistics_are_refreshed_once_behind_the_load(kb_admin, kb_drai
 
     monkeypatch.setattr(ingest_queue, "ANALYZE_EVERY_CHUNKS", 1)
     for i in range(3):
-        r = kb_admin.post("/api/admin/v1/documents/manual", json={"title": f"Note {i}", "body": f"Shop {i} opens at nine."})
+        r = kb_admin.post("/api/admin/v1/documents/manual",
+                          json={"title": f"Note {i}", "body": f"Shop {i} opens at nine."})
         assert r.status_code in (201, 202)
     kb_drain()
     q = queue("ingest")

@@ -3,10 +3,12 @@
 Formatting every vector as text for a multi-row INSERT (and parsing it back on the server)
 cost as much as computing the full-text vectors. ``COPY … FROM`` is refused on a table with
 row-level security (the chunks table has it, forced), so the rows go by binary COPY into a
-temporary table that lives for the transaction, then by one ``INSERT … SELECT`` into
-chunks: the tenant policy still checks every row, the generated columns (tsvector, the
-half-precision copy of the vector) are computed as for any insert, and a temporary table
-made per transaction works behind a transaction-pooling proxy too.
+temporary table, then by one ``INSERT … SELECT`` into chunks: the tenant policy still checks
+every row, and the generated columns (tsvector, the half-precision copy of the vector) are
+computed as for any insert. The temporary table is made once per server connection
+(``IF NOT EXISTS``, so behind a transaction-pooling proxy each server connection makes its
+own) and empties itself at every commit: making and dropping one per transaction cost the
+server twice as much.
 """
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ import numpy as np
 
 COLUMNS = ("organization_id", "document_id", "chunk_index", "heading", "content", "token_count",
            "embedding", "embedding_model", "metadata")
-STAGE_SQL = ("CREATE TEMP TABLE kbf_chunk_rows (organization_id uuid, document_id uuid, chunk_index int, "
-          "heading text, content text, token_count int, embedding vector, embedding_model varchar(120), "
-          "metadata jsonb) ON COMMIT DROP")
+STAGE_SQL = ("SET LOCAL client_min_messages = warning; "  # no notice that the table exists already
+             "CREATE TEMP TABLE IF NOT EXISTS kbf_chunk_rows (organization_id uuid, document_id uuid, "
+             "chunk_index int, heading text, content text, token_count int, embedding vector, "
+             "embedding_model varchar(120), metadata jsonb) ON COMMIT DELETE ROWS; "
+             "DELETE FROM kbf_chunk_rows")  # empty already, unless this transaction copied before
 _NULL = struct.pack(">i", -1)
 _INT = struct.Struct(">ii")  # length 4, then the value
 
@@ -74,8 +78,9 @@ def _jsonb(d: dict) -> bytes:
 
 
 def insert_staged(cur, rows: ChunkCopy) -> int:
-    """Copy the rows into the table ``STAGE_SQL`` made (sent by the caller, with its other
-    statements, in one round trip) and on into chunks; returns how many. Once per transaction."""
+    """Copy the rows into the staging table and on into chunks; returns how many. The caller
+    sends ``STAGE_SQL`` first, in the same transaction (with its other statements, in one
+    round trip)."""
     if not rows.rows:
         return 0
     cur.copy_expert(f"COPY kbf_chunk_rows ({', '.join(COLUMNS)}) FROM STDIN WITH (FORMAT binary)", rows.done())

@@ -15,6 +15,7 @@ from kbframework.types import ChunkDraft, Segment
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 LIST_RE = re.compile(r"^\s*(?:[-*•▪◦]|\d{1,3}[.)])\s+")
 TABLE_RE = re.compile(r"^\s*\S.*\s\|\s.*\S\s*$")
+LIST_LEADS = "-*•▪◦"  # what a list item's line starts with, or a digit
 SENTENCE_RE = re.compile(r"(?<=[.!?…])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9À-Ý])")
 
 
@@ -66,12 +67,15 @@ def split_blocks(segments: list[Segment]) -> list[_Block]:
             if not line.strip():
                 flush_para()
                 continue
-            m = HEADING_RE.match(line)
+            # each pattern is tried only on a line that could match it (most lines are prose)
+            m = HEADING_RE.match(line) if line[0] == "#" else None
+            lead = line.lstrip()[:1]
             if m:
                 flush_para()
                 section = m.group(2).strip()
                 blocks.append(_Block("heading", line.strip(), seg.page, section))
-            elif LIST_RE.match(line) or TABLE_RE.match(line):
+            elif ((lead in LIST_LEADS or lead.isdigit()) and LIST_RE.match(line)) \
+                    or ("|" in line and TABLE_RE.match(line)):
                 flush_para()
                 blocks.append(_Block("item", line.strip(), seg.page, section))
             else:
@@ -92,6 +96,17 @@ class TokenCounts:
 
     def __init__(self):
         self.known: dict[str, int] = {}
+        self.blocks: dict[int, tuple[list[Segment], list[_Block]]] = {}  # id(segments) → its blocks
+
+    def blocks_of(self, segments: list[Segment] | str) -> list[_Block]:
+        """A document's blocks, split once for priming and chunking both."""
+        got = self.blocks.get(id(segments))
+        if got is not None and got[0] is segments:
+            return got[1]
+        blocks = split_blocks(_segments(segments))
+        if isinstance(segments, list):
+            self.blocks[id(segments)] = (segments, blocks)
+        return blocks
 
     def prime(self, texts) -> None:
         missing = list(dict.fromkeys(t for t in texts if t not in self.known))
@@ -106,7 +121,7 @@ class TokenCounts:
 def prime_documents(counts: TokenCounts, documents: list[tuple[list[Segment] | str, ChunkSettings]]) -> None:
     """Count, for many documents at once, what ``chunk_text`` will ask: every block, then the
     sentences of the blocks too long to be a unit."""
-    blocks = [(split_blocks(_segments(segs)), st or ChunkSettings()) for segs, st in documents]
+    blocks = [(counts.blocks_of(segs), st or ChunkSettings()) for segs, st in documents]
     counts.prime(b.text for bl, _ in blocks for b in bl)
     counts.prime(sent for bl, st in blocks for b in bl if counts.known[b.text] > st.max_tokens
                  for sent in _sentences(b.text))
@@ -202,7 +217,7 @@ def chunk_text(segments: list[Segment] | str, title: str = "",
     ``prime_documents``, saves the tokenizer calls; the chunks are the same without it."""
     settings = settings or ChunkSettings()
     count = counts if counts is not None else TokenCounts()
-    units = _units(split_blocks(_segments(segments)), settings.max_tokens, count)
+    units = _units(count.blocks_of(segments), settings.max_tokens, count)
     groups: list[list[_Unit]] = []
     current: list[_Unit] = []
     cur_tokens = 0

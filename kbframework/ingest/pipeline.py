@@ -119,10 +119,10 @@ def embedding_input(chunk: ChunkDraft) -> str:
     return f"{chunk.heading}\n\n{chunk.content}" if chunk.heading else chunk.content
 
 
-def embed_step(work: list[_Work], usage: dict | None = None) -> None:
+def embed_step(work: list[_Work], usage: dict | None = None, part: int = 0) -> None:
     """Embed the chunks of many documents together, per provider, all or nothing per batch.
     The tokens embedded are recorded in the usage ledger, or added to ``usage`` for the caller
-    to record once (``_record_usage``)."""
+    to record once (``_record_usage``). ``part`` numbers the batch in the document's trace."""
     by_provider: dict[str, list[_Work]] = {}
     for w in work:
         by_provider.setdefault(w.provider.model, []).append(w)
@@ -137,7 +137,7 @@ def embed_step(work: list[_Work], usage: dict | None = None) -> None:
             w.vectors = vecs[pos:pos + len(w.chunks)]
             pos += len(w.chunks)
             w.steps.append({"step": "embed", "model": provider.model, "chunks": len(w.chunks),
-                            "batch_chunks": len(texts), "ms": ms})
+                            "part": part, "batch_chunks": len(texts), "ms": ms})
         mine = {} if usage is None else usage
         for w in items:
             key = (w.org_id, provider.name, provider.model)
@@ -177,7 +177,8 @@ def replace_batch_step(session, works: list[_Work]) -> None:
             "metadata = ((d.metadata - 'last_error') - 'last_error_at') || v.meta "
             "FROM unnest(%(ids)s::uuid[], %(orgs)s::uuid[], %(sh)s::text[], %(ih)s::text[], %(n)s::int[], "
             "%(meta)s::jsonb[]) AS v(id, org, sh, ih, n, meta) WHERE d.id = v.id AND d.organization_id = v.org; "
-            "DELETE FROM chunks WHERE organization_id = ANY(%(org_set)s::uuid[]) AND document_id = ANY(%(ids)s::uuid[]); "
+            "DELETE FROM chunks WHERE organization_id = ANY(%(org_set)s::uuid[]) "
+            "AND document_id = ANY(%(ids)s::uuid[]); "
             + STAGE_SQL,
             {"now": now, "ids": ids, "orgs": [str(w.org_id) for w in works], "sh": [w.sync_hash for w in works],
              "ih": [w.indexed_hash for w in works], "n": [len(w.chunks) for w in works], "meta": meta,
@@ -215,11 +216,11 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
     marked: set[str] = set()
     embedded: list[_Work] = []
     with _Writer(results) as writer:
-        for part in _parts(loaded):  # 4–5 here, 6 in the writer's threads
+        for k, part in enumerate(_parts(loaded)):  # 4–5 here, 6 in the writer's threads
             work = _chunk(part, results)
             work = _pause_over_budget(work, results, verdicts)  # paused, not failed, over a paid budget
             try:
-                embed_step(work, usage)
+                embed_step(work, usage, part=k)
             except Exception as exc:  # the provider's failure is each document's: recorded on it
                 log.warning("embedding %s documents failed: %s", len(work), _reason(exc))
                 for w in work:
@@ -409,9 +410,9 @@ def _replace(work: list[_Work]) -> tuple[list[_Work], dict[str, IngestResult]]:
                 results[str(w.doc_id)] = IngestResult(str(w.doc_id), "error", error=_reason(exc), steps=w.steps)
         mark_errors([(w.doc_id, results[str(w.doc_id)].error) for w in failed])
     ms = round((time.perf_counter() - t0) * 1000, 1)
+    batch = sum(len(x.chunks) for x in work)
     for w in written:
-        w.steps.append({"step": "replace", "chunks": len(w.chunks), "batch_chunks": sum(len(x.chunks) for x in work),
-                        "ms": ms})
+        w.steps.append({"step": "replace", "chunks": len(w.chunks), "batch_chunks": batch, "ms": ms})
         results[str(w.doc_id)] = IngestResult(str(w.doc_id), "indexed", len(w.chunks), steps=w.steps)
     return written, results
 

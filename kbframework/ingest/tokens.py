@@ -76,7 +76,8 @@ _PIECE_CACHE_MAX = 200_000
 # the normalizer the piece counter replays in Python (the tokenizer's own normalize_str, which
 # tracks offsets, took four times as long as the counting itself)
 _NORMALIZER = 'Sequence(normalizers=[Prepend(prepend="\u2581"), Replace(pattern=String(" "), content="\u2581")])'
-_PROBES = ("", " ", "a b", "  two  spaces ", "tab\tand\nnew line", "\u2581already", "\u00e9t\u00e9 \u4e2d\u6587 \U0001f600")
+_PROBES = ("", " ", "a b", "  two  spaces ", "tab\tand\nnew line", "\u2581already",
+           "\u00e9t\u00e9 \u4e2d\u6587 \U0001f600")
 
 
 def _normalize(text: str) -> str:
@@ -97,8 +98,10 @@ class _PieceCounter:
 
     def __init__(self, tok):
         self.tok = tok
-        self.cache: dict[str, int] = {}
+        self.cache: dict[str, int] = {}  # piece of the normalized text → its count
+        self.words: dict[str, int] = {}  # word → the count of ▁ + word
         self.added = [t.content for t in tok.get_added_tokens_decoder().values()]
+        self.marks = {a[0] for a in self.added if a}
         model = tok.model
         self.available = (tok.pre_tokenizer is None and type(model).__name__ == "BPE"
                           and getattr(model, "dropout", None) is None and repr(tok.normalizer) == _NORMALIZER
@@ -106,22 +109,32 @@ class _PieceCounter:
                           and not any("\u2581" in t.lstrip("\u2581") for t in tok.get_vocab()))
 
     def count(self, texts: list[str]) -> list[int]:
-        normalize, cache, out, whole = _normalize, self.cache, [], []
-        if len(cache) > _PIECE_CACHE_MAX:
+        """Most texts have single spaces only and no ``▁`` of their own: their pieces are then
+        ``▁`` + each word, found by ``str.split`` and cached by the word."""
+        words, cache, tokenize, out, whole = self.words, self.cache, self.tok.model.tokenize, [], []
+        if len(cache) + len(words) > _PIECE_CACHE_MAX:
             cache.clear()
+            words.clear()
         for i, t in enumerate(texts):
-            if any(a in t for a in self.added):
+            if not t:
+                out.append(0)
+                continue
+            if any(m in t for m in self.marks) and any(a in t for a in self.added):
                 whole.append(i)
                 out.append(0)
                 continue
-            pieces = _PIECE.findall(normalize(t))
+            parts = t.split(" ")
+            if "\u2581" in t or "" in parts:  # leading, trailing or repeated spaces: cut the normalized text
+                parts, table, key = _PIECE.findall(_normalize(t)), cache, str
+            else:
+                table, key = words, "\u2581".__add__
             try:
-                out.append(sum(map(cache.__getitem__, pieces)))
+                out.append(sum(map(table.__getitem__, parts)))
             except KeyError:
-                for p in pieces:
-                    if p not in cache:
-                        cache[p] = len(self.tok.model.tokenize(p))
-                out.append(sum(map(cache.__getitem__, pieces)))
+                for p in parts:
+                    if p not in table:
+                        table[p] = len(tokenize(key(p)))
+                out.append(sum(map(table.__getitem__, parts)))
         if whole:
             for i, n in zip(whole, count_tokens_batch([texts[i] for i in whole])):
                 out[i] = n

@@ -8,8 +8,9 @@ from kbframework.types import Segment
 
 ODD = ["", " ", "  ", "a  b", " leading", "trailing ", "tab\there", "no\u00a0break space", "new\nline\n\nx",
        "emoji 😀🎉 ok", "中文字符测试", "Ünïcödé façade — “quotes” …", "<s> special </s> <unk>", "x<s>y", "</s>",
-       "\u2581already\u2581", "em\u2003space", "\r\n", "12345 6789.01", "e-mail: a@b.c", "ﬁ ligature", "ſ long s",
-       "İstanbul ıi", "\x00nul", "   many    spaces   ", "\u200bzero width", "SKU X200-B, 3×4 m², €19.95"]
+       "\u2581already\u2581", "a\u2581 b", "x \u2581\u2581y", "em\u2003space", "\r\n", "12345 6789.01",
+       "e-mail: a@b.c", "ﬁ ligature", "ſ long s", "İstanbul ıi", "\x00nul", "   many    spaces   ",
+       "\u200bzero width", "SKU X200-B, 3×4 m², €19.95"]
 WORDS = ("return policy shipping refund order techno event ticket venue dress jacket price stock "
          "Belgrade Ljubljana naïve café déjà-vu").split()
 
@@ -37,7 +38,8 @@ def test_a_batch_counted_together_chunks_exactly_as_one_by_one():
     rng = random.Random(5)
     docs = []
     for k in range(30):
-        paras = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 60))) + "." for _ in range(rng.randint(1, 40))]
+        paras = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 60))) + "."
+                 for _ in range(rng.randint(1, 40))]
         if k % 4 == 0:
             paras.insert(1, "## Section " + str(k))
         if k % 5 == 0:
