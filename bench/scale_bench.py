@@ -303,71 +303,14 @@ def exact_top(conn, org_id: str, model: str, vec, floor: float = 0.0) -> list[in
 
 # --------------------------------------------------------------------------- ingestion
 
-def ingestion(rng: random.Random, pool: list[str], n_docs: int = 600) -> dict:
-    """Product ingestion (a real `kbf worker --burst`) against the embedder alone."""
-    from sqlalchemy import text
+def ingestion(rng: random.Random, pool: list[str], n_docs: int = 1500) -> dict:
+    """Product ingestion through a real `kbf worker --burst` (documents saved as a sync saves
+    them, queued by `queue_ingest` in the sync's batches) against the embedder alone on the
+    chunks it wrote, into this table, whose vector index takes every new row: the measurement
+    is bench.ingest_bench's, three runs, the median reported."""
+    from bench.ingest_bench import repeated
 
-    from kbframework.hooks import registry
-    from kbframework.orgs.accounts import create_org, ensure_source
-    from kbframework.db import session_scope
-    from kbframework.ingest.embedding import embed_texts
-    from kbframework.sources.apply import apply_draft
-    from kbframework.jobs.queues import enqueue
-    from kbframework.types import DocumentDraft
-
-    with session_scope() as s:
-        org = create_org(s, f"Scale ingest {int(time.time())}", "Europe/Belgrade", f"scale-ingest-{int(time.time())}")
-        src = ensure_source(s, org.id, "manual", "Manual knowledge")
-        ids = []
-        for i, (title, body) in enumerate(make_docs(n_docs, rng, pool)):
-            d, _ = apply_draft(s, src, DocumentDraft(title=title, normalized_content=body, type="manual",
-                                                     document_role="manual", external_id=f"i{i}"),
-                               doc=None, flush=False)
-            ids.append(str(d.id))
-        org_id = org.id
-    for k in range(0, len(ids), 100):
-        enqueue("ingest", "kbframework.jobs.tasks.ingest_documents_job", ids[k:k + 100], False)
-    kbf = str(Path(sys.executable).parent / "kbf")
-    t0 = time.perf_counter()
-    w = subprocess.Popen([kbf, "worker", "--burst", "--queues", "ingest"])
-    peak = 0.0
-    while w.poll() is None:
-        peak = max(peak, rss_peak_mb(w.pid))
-        time.sleep(0.1)
-    elapsed = time.perf_counter() - t0
-    # the jobs' own span, without the worker process start-up (imports, model load)
-    from rq.registry import FinishedJobRegistry
-
-    from kbframework.jobs.queues import queue
-
-    q = queue("ingest")
-    spans = []
-    for jid in FinishedJobRegistry(queue=q).get_job_ids():
-        job = q.fetch_job(jid)
-        if job and job.started_at and job.ended_at and job.func_name.endswith("ingest_documents_job"):
-            spans.append((job.started_at, job.ended_at))
-    jobs_seconds = ((max(e for _, e in spans) - min(s for s, _ in spans)).total_seconds() if spans else elapsed)
-    with session_scope() as s:
-        rows = s.execute(text("SELECT heading, content FROM chunks WHERE organization_id = :o"),
-                         {"o": str(org_id)}).all()
-    from kbframework.ingest.pipeline import embedding_input
-    from kbframework.types import ChunkDraft
-
-    texts = [embedding_input(ChunkDraft(index=0, heading=h, content=c, token_count=0)) for h, c in rows]
-    provider = registry.embedder()
-    t = time.perf_counter()
-    embed_texts(provider, texts)
-    alone = time.perf_counter() - t
-    out = {"documents": n_docs, "chunks": len(rows), "end_to_end_chunks_per_s": round(len(rows) / jobs_seconds, 1),
-           "embedder_alone_chunks_per_s": round(len(rows) / alone, 1),
-           "ratio": round(alone / jobs_seconds, 3), "worker_peak_rss_mb": round(peak, 1),
-           "with_worker_start_chunks_per_s": round(len(rows) / elapsed, 1),
-           "ratio_with_worker_start": round(alone / elapsed, 3),
-           "note": "end to end = first ingest job start to last job end in one `kbf worker --burst` "
-                   "(documents already created and queued); the worker's start-up is shown apart"}
-    print(f"ingestion: {out['end_to_end_chunks_per_s']} chunks/s end to end vs {out['embedder_alone_chunks_per_s']} "
-          f"embedder alone → {out['ratio']}× (worker peak {peak:.0f} MB)", flush=True)
-    return out
+    return repeated(rng, pool, n_docs, "scale")
 
 
 def web_rss(orgs: list[dict], questions: list[str]) -> dict:

@@ -86,6 +86,84 @@ def test_failing_embedder_keeps_old_chunks_serving(kb_admin, monkeypatch):
     assert out["debug"]["vector"]["hits"] == []
 
 
+def test_a_document_whose_chunks_cannot_be_written_fails_alone(kb_admin, monkeypatch):
+    """One batch, three changed documents; the database refuses one document's chunks (a NUL
+    inside its metadata). The batch's transaction rolls back and each document is written
+    alone: the other two get their new chunks once, the refused one keeps its old chunks and
+    says why, and no half of its new version is left anywhere."""
+    from kbframework.ingest import pipeline
+
+    notes = [add_note(kb_admin, "Return policy", RETURNS),
+             add_note(kb_admin, "Opening hours", "We are open Monday to Friday from 9:00 to 17:00."),
+             add_note(kb_admin, "Gift cards", "Gift cards never expire.")]
+    ids = [n["id"] for n in notes]
+    with session_scope() as s:
+        before = {i: s.scalars(select(Chunk.content).where(Chunk.document_id == i)).all() for i in ids}
+    extras = (" Sale items are final.", " On Saturday from 10:00 to 14:00.", " They can be topped up.")
+    for n, extra in zip(notes, extras):
+        r = kb_admin.put(f"/api/admin/v1/documents/manual/{n['id']}", json={"body": before[n["id"]][0] + extra})
+        assert r.status_code in (200, 202), r.get_data(as_text=True)
+    real = pipeline.chunk_step
+
+    def poisoned(title, segments, cs, counts=None):
+        chunks = real(title, segments, cs, counts)
+        if title == "Opening hours":
+            for c in chunks:
+                c.metadata["note"] = "\x00"
+        return chunks
+
+    monkeypatch.setattr(pipeline, "chunk_step", poisoned)
+    results = {r.document_id: r for r in pipeline.ingest_documents(ids)}
+    assert [results[i].action for i in ids] == ["indexed", "error", "indexed"]
+    with session_scope() as s:
+        after = {i: s.scalars(select(Chunk.content).where(Chunk.document_id == i)).all() for i in ids}
+        refused = s.get(Document, ids[1])
+        assert refused.status == "error" and refused.metadata_["last_error"]
+        assert after[ids[1]] == before[ids[1]]  # the old chunks keep serving
+        assert refused.chunk_count == 1 and refused.metadata_["last_ingest"]["action"] == "error"
+    assert len(after[ids[0]]) == 1 and "Sale items are final." in after[ids[0]][0]
+    assert len(after[ids[2]]) == 1 and "topped up" in after[ids[2]][0]
+
+
+def test_planner_statistics_are_refreshed_once_behind_the_load(kb_admin, kb_drain, monkeypatch):
+    """A worker's ingest jobs do not ANALYZE themselves: the job that passes the threshold queues
+    one refresh behind the jobs already waiting, and a refresh that finds ingest jobs still
+    waiting goes behind them again."""
+    from rq.registry import FinishedJobRegistry
+    from sqlalchemy import text
+
+    from kbframework.db import get_engine
+    from kbframework.ingest import queue as ingest_queue
+    from kbframework.jobs.queues import queue
+
+    monkeypatch.setattr(ingest_queue, "ANALYZE_EVERY_CHUNKS", 1)
+    for i in range(3):
+        r = kb_admin.post("/api/admin/v1/documents/manual",
+                          json={"title": f"Note {i}", "body": f"Shop {i} opens at nine."})
+        assert r.status_code in (201, 202)
+    kb_drain()
+    q = queue("ingest")
+
+    def finished():
+        jobs = [q.fetch_job(j) for j in FinishedJobRegistry(queue=q).get_job_ids()]
+        return sorted((j for j in jobs if j is not None), key=lambda j: j.started_at)
+
+    jobs = finished()
+    names = [j.func_name.rsplit(".", 1)[-1] for j in jobs]
+    assert names.count("ingest_documents_job") == 3 and names.count("refresh_statistics_job") == 1
+    refresh = next(j for j in jobs if j.func_name.endswith("refresh_statistics_job"))
+    assert refresh.return_value() == {"analyzed": True, "deferrals": 0}
+    assert all(refresh.started_at >= j.ended_at for j in jobs if j.func_name.endswith("ingest_documents_job"))
+    with get_engine().connect() as conn:
+        assert conn.execute(text("SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunks'")).scalar()
+    # a refresh queued ahead of ingest jobs waits behind them
+    assert ingest_queue.queue_refresh() and not ingest_queue.queue_refresh()  # one at a time
+    kb_admin.post("/api/admin/v1/documents/manual", json={"title": "Late note", "body": "Shop 9 opens at ten."})
+    kb_drain()
+    results = [j.return_value() for j in finished()[len(jobs):] if j.func_name.endswith("refresh_statistics_job")]
+    assert results[0]["deferred"] == 1 and results[-1] == {"analyzed": True, "deferrals": 1}
+
+
 def test_zero_results_no_llm_and_fallback(kb_admin):
     r = kb_admin.post("/api/admin/v1/chat", json={"question": "do you sell submarines?"})
     out = r.get_json()

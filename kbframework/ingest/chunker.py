@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kbframework.ingest.tokens import count_tokens_batch
+from kbframework.ingest.tokens import count_tokens_many
 from kbframework.types import ChunkDraft, Segment
 
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 LIST_RE = re.compile(r"^\s*(?:[-*•▪◦]|\d{1,3}[.)])\s+")
 TABLE_RE = re.compile(r"^\s*\S.*\s\|\s.*\S\s*$")
+LIST_LEADS = "-*•▪◦"  # what a list item's line starts with, or a digit
 SENTENCE_RE = re.compile(r"(?<=[.!?…])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9À-Ý])")
 
 
@@ -66,12 +67,15 @@ def split_blocks(segments: list[Segment]) -> list[_Block]:
             if not line.strip():
                 flush_para()
                 continue
-            m = HEADING_RE.match(line)
+            # each pattern is tried only on a line that could match it (most lines are prose)
+            m = HEADING_RE.match(line) if line[0] == "#" else None
+            lead = line.lstrip()[:1]
             if m:
                 flush_para()
                 section = m.group(2).strip()
                 blocks.append(_Block("heading", line.strip(), seg.page, section))
-            elif LIST_RE.match(line) or TABLE_RE.match(line):
+            elif ((lead in LIST_LEADS or lead.isdigit()) and LIST_RE.match(line)) \
+                    or ("|" in line and TABLE_RE.match(line)):
                 flush_para()
                 blocks.append(_Block("item", line.strip(), seg.page, section))
             else:
@@ -85,14 +89,52 @@ def _sentences(text: str) -> list[str]:
     return parts or [text]
 
 
-def _units(blocks: list[_Block], max_tokens: int) -> list[_Unit]:
+class TokenCounts:
+    """Token counts by text, asked of the tokenizer in as few calls as possible: one call for
+    the blocks of a whole batch of documents (``prime_documents``) instead of several per
+    document, and no text counted twice. Counting was as costly as embedding itself."""
+
+    def __init__(self):
+        self.known: dict[str, int] = {}
+        self.blocks: dict[int, tuple[list[Segment], list[_Block]]] = {}  # id(segments) → its blocks
+
+    def blocks_of(self, segments: list[Segment] | str) -> list[_Block]:
+        """A document's blocks, split once for priming and chunking both."""
+        got = self.blocks.get(id(segments))
+        if got is not None and got[0] is segments:
+            return got[1]
+        blocks = split_blocks(_segments(segments))
+        if isinstance(segments, list):
+            self.blocks[id(segments)] = (segments, blocks)
+        return blocks
+
+    def prime(self, texts) -> None:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.known))
+        if missing:
+            self.known.update(zip(missing, count_tokens_many(missing)))
+
+    def __call__(self, texts: list[str]) -> list[int]:
+        self.prime(texts)
+        return [self.known[t] for t in texts]
+
+
+def prime_documents(counts: TokenCounts, documents: list[tuple[list[Segment] | str, ChunkSettings]]) -> None:
+    """Count, for many documents at once, what ``chunk_text`` will ask: every block, then the
+    sentences of the blocks too long to be a unit."""
+    blocks = [(counts.blocks_of(segs), st or ChunkSettings()) for segs, st in documents]
+    counts.prime(b.text for bl, _ in blocks for b in bl)
+    counts.prime(sent for bl, st in blocks for b in bl if counts.known[b.text] > st.max_tokens
+                 for sent in _sentences(b.text))
+
+
+def _units(blocks: list[_Block], max_tokens: int, count: TokenCounts) -> list[_Unit]:
     units: list[_Unit] = []
     prev_kind = None
     for b in blocks:
         sep = "\n" if (b.kind == "item" and prev_kind == "item") else "\n\n"
         units.append(_Unit(b.text, b.kind, sep, b.page, b.section))
         prev_kind = b.kind
-    counts = count_tokens_batch([u.text for u in units]) if units else []
+    counts = count([u.text for u in units]) if units else []
     out: list[_Unit] = []
     for u, n in zip(units, counts):
         u.tokens = n
@@ -101,7 +143,7 @@ def _units(blocks: list[_Block], max_tokens: int) -> list[_Unit]:
             continue
         # an oversized block: its sentences, then words for an oversized sentence
         sents = _sentences(u.text)
-        sc = count_tokens_batch(sents)
+        sc = count(sents)
         first = True
         for s, sn in zip(sents, sc):
             if sn <= max_tokens:
@@ -111,32 +153,21 @@ def _units(blocks: list[_Block], max_tokens: int) -> list[_Unit]:
                 continue
             words = s.split()
             step = max(1, int(len(words) * max_tokens / sn * 0.9))
-            for i in range(0, len(words), step):
-                piece = " ".join(words[i:i + step])
-                out.append(_Unit(piece, "words", u.sep if first else " ", u.page, u.section,
-                                 count_tokens_batch([piece])[0], starts_block=first))
+            pieces = [" ".join(words[i:i + step]) for i in range(0, len(words), step)]
+            for piece, pn in zip(pieces, count(pieces)):
+                out.append(_Unit(piece, "words", u.sep if first else " ", u.page, u.section, pn,
+                                 starts_block=first))
                 first = False
     return out
 
 
-def _overlap(units: list[_Unit], settings: ChunkSettings) -> list[_Unit]:
+def _overlap(units: list[_Unit], settings: ChunkSettings, count: TokenCounts) -> list[_Unit]:
     """The trailing sentences of a finished chunk, 50–100 tokens when the text allows."""
     tail: list[_Unit] = []
     total = 0
-    # look at sentences of the last units (split paragraphs so overlap stays small)
-    pieces: list[_Unit] = []
-    for u in units:
-        if u.kind == "heading":
-            continue
-        if u.tokens > settings.overlap_max and u.kind in ("para", "item"):
-            sents = _sentences(u.text)
-            counts = count_tokens_batch(sents)
-            for i, (s, n) in enumerate(zip(sents, counts)):
-                pieces.append(_Unit(s, "sentence", u.sep if i == 0 else " ", u.page, u.section, n,
-                                    starts_block=i == 0))
-        else:
-            pieces.append(u)
-    for u in reversed(pieces):
+    # the sentences of the last units, from the end (a long paragraph is split so the overlap
+    # stays small); only as many units are split as the overlap reaches back into
+    for u in _pieces_from_end(units, settings, count):
         if total + u.tokens > settings.overlap_max:
             if total < settings.overlap_min:
                 words = u.text.split()
@@ -145,13 +176,26 @@ def _overlap(units: list[_Unit], settings: ChunkSettings) -> list[_Unit]:
                 take = max(1, min(len(words), int(want / ratio)))
                 piece = " ".join(words[-take:])
                 tail.insert(0, _Unit(piece, "words", " ", u.page, u.section,
-                                     count_tokens_batch([piece])[0], starts_block=False))
+                                     count([piece])[0], starts_block=False))
             break
         tail.insert(0, u)
         total += u.tokens
         if total >= settings.overlap_min and u.starts_block:
             break
     return [_Unit(t.text, t.kind, t.sep, t.page, t.section, t.tokens, t.starts_block) for t in tail]
+
+
+def _pieces_from_end(units: list[_Unit], settings: ChunkSettings, count: TokenCounts):
+    for u in reversed(units):
+        if u.kind == "heading":
+            continue
+        if u.tokens > settings.overlap_max and u.kind in ("para", "item"):
+            sents = _sentences(u.text)
+            pieces = [_Unit(s, "sentence", u.sep if i == 0 else " ", u.page, u.section, n, starts_block=i == 0)
+                      for i, (s, n) in enumerate(zip(sents, count(sents)))]
+            yield from reversed(pieces)
+        else:
+            yield u
 
 
 def _render(units: list[_Unit]) -> str:
@@ -163,12 +207,17 @@ def _render(units: list[_Unit]) -> str:
     return "".join(out).strip()
 
 
+def _segments(segments: list[Segment] | str) -> list[Segment]:
+    return [Segment(segments)] if isinstance(segments, str) else segments
+
+
 def chunk_text(segments: list[Segment] | str, title: str = "",
-               settings: ChunkSettings | None = None) -> list[ChunkDraft]:
+               settings: ChunkSettings | None = None, counts: TokenCounts | None = None) -> list[ChunkDraft]:
+    """One document's chunks. ``counts``, shared by a batch of documents and primed with
+    ``prime_documents``, saves the tokenizer calls; the chunks are the same without it."""
     settings = settings or ChunkSettings()
-    if isinstance(segments, str):
-        segments = [Segment(segments)]
-    units = _units(split_blocks(segments), settings.max_tokens)
+    count = counts if counts is not None else TokenCounts()
+    units = _units(count.blocks_of(segments), settings.max_tokens, count)
     groups: list[list[_Unit]] = []
     current: list[_Unit] = []
     cur_tokens = 0
@@ -180,7 +229,7 @@ def chunk_text(segments: list[Segment] | str, title: str = "",
             or cur_tokens + u.tokens > budget
         ):
             groups.append(current)
-            current = [] if u.kind == "heading" else _overlap(current, settings)
+            current = [] if u.kind == "heading" else _overlap(current, settings, count)
             cur_tokens = sum(x.tokens for x in current)
             # an overlap that cannot fit with the next unit is dropped rather than overflowing
             while current and cur_tokens + u.tokens > budget:

@@ -31,11 +31,43 @@ _PATTERNS = [
 INSTRUCTION_LIKE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.I | re.M)
 MAX_FLAGS = 5
 
+# A case-insensitive search over fourteen alternatives that each open with a word boundary
+# costs the ingest worker about as much per document as writing its chunks. Nearly every
+# document matches none, which the checks below tell far more cheaply on the lowercased text;
+# each is implied by one or more of the patterns (the patterns noted beside it), so a document
+# they clear cannot match. Characters that IGNORECASE folds to ASCII letters while
+# ``str.lower`` does not (dotless i, long s, Kelvin sign, dotted I) skip the shortcut.
+_FOLDS = ("\u0131", "\u017f", "\u212a", "\u0130")
+_ANY_OF = (
+    ("prompt", "instruction"),  # reveal … prompt; system prompt; new instructions; instructions for the AI
+    ("pretend",),
+    ("<|", "inst]"),  # chat-format markers
+)
+_BOTH = (  # ignore / disregard … the previous rules
+    (("ignore", "disregard", "forget", "override", "bypass"), ("rule", "direction", "guideline", "guardrail")),
+)
+_SAYS = r"\s+(?:always\s+|now\s+)?(?:say|answer|respond|reply|recommend|tell|claim|state)"
+_MAYBE = tuple(re.compile(p, re.M) for p in (  # each opens with a literal, which re finds fast
+    r"you\s+are\s+now", r"from\s+now\s+on", r"not\s+(?:tell|inform|mention|reveal)",  # you are now …; do not tell
+    "must" + _SAYS, "should" + _SAYS, "shall" + _SAYS, "will" + _SAYS,  # the assistant must say …
+    r"system\s*(?::|$)", r"assistant\s*(?::|$)"))  # "system:" / "### assistant" lines
+
+
+def _may_match(text: str) -> bool:
+    if any(c in text for c in _FOLDS):
+        return True
+    low = text.lower()
+    return (any(k in low for group in _ANY_OF for k in group)
+            or any(any(a in low for a in first) and any(b in low for b in second) for first, second in _BOTH)
+            or any(p.search(low) for p in _MAYBE))
+
 
 def instruction_like(text: str) -> list[dict]:
     """Where ``text`` contains instruction-like phrases: [{kind, match, at}], at most five."""
     out = []
-    for m in INSTRUCTION_LIKE.finditer(text or ""):
+    if not text or not _may_match(text):
+        return out
+    for m in INSTRUCTION_LIKE.finditer(text):
         out.append({"kind": "instruction_like", "match": " ".join(m.group(0).split())[:120], "at": m.start()})
         if len(out) >= MAX_FLAGS:
             break

@@ -3,6 +3,8 @@
 Either way the same steps follow the pipeline: whoever registered with ``on_ingested``
 (retrieval's count cache) hears that the corpus changed, and after every few thousand new
 chunks the planner's statistics are refreshed, so pre-filtered searches keep fast plans.
+In a worker that refresh is one job queued behind the load (``refresh_statistics``), so a
+bulk load analyzes once at its end instead of inside its ingest jobs.
 """
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ from typing import Callable
 log = logging.getLogger("kbframework.ingest")
 
 ANALYZE_EVERY_CHUNKS = 3000
+MAX_DEFERRALS = 20  # a refresh waits behind at most this many rounds of newly queued ingest jobs
+_SINCE = "kbf:chunks_since_analyze"
+_QUEUED = "kbf:analyze_queued"
+_REFRESH_ID = "kbf-refresh-statistics-"
 
 _listeners: list[Callable[[], None]] = []
 
@@ -36,6 +42,23 @@ def queue_ingest(doc_ids: list, force: bool = False, inline: bool = False):
     return enqueue("ingest", "kbframework.jobs.tasks.ingest_documents_job", ids, force)
 
 
+def warm_up() -> None:
+    """Load what every ingest job needs when a worker starts rather than in its first job:
+    the pipeline's modules, the tokenizer and piece counts, an offline embedding model (a
+    hosted one is not called: that would cost a request)."""
+    from kbframework.hooks import registry
+    from kbframework.ingest.pipeline import ingest_documents  # noqa: F401 (imported to load it)
+    from kbframework.ingest.tokens import count_tokens_many
+
+    count_tokens_many(["Warm up."])
+    try:
+        provider = registry.embedder()
+        if getattr(provider, "is_offline", False):
+            provider.embed_batch(["Warm up."])
+    except Exception as exc:  # the first job meets the same failure and records it on its documents
+        log.warning("could not load the embedding model when the worker started: %s", exc)
+
+
 def ingest_now(doc_ids: list, force: bool = False) -> list:
     from kbframework.ingest.pipeline import ingest_documents
 
@@ -48,9 +71,78 @@ def ingest_now(doc_ids: list, force: bool = False) -> list:
 
 def refresh_statistics(new_chunks: int) -> bool:
     """After a bulk load the planner's statistics are stale and the pre-filtered searches pick
-    slow plans until autovacuum catches up; every few thousand new chunks we ANALYZE at once."""
+    slow plans until autovacuum catches up; every few thousand new chunks we ANALYZE. Inside a
+    worker's job the ANALYZE is queued behind the ingest jobs already waiting (one at a time);
+    elsewhere (an inline load: CLI, evaluation) it runs at once. True when one ran or was queued."""
     if new_chunks <= 0:
         return False
+    from redis import RedisError
+
+    from kbframework.errors import KBError
+    from kbframework.jobs.queues import get_redis
+
+    try:
+        r = get_redis()
+        if r.incrby(_SINCE, new_chunks) < ANALYZE_EVERY_CHUNKS:
+            return False
+        if _in_job():
+            queue_refresh()
+            return True
+    except (RedisError, KBError) as exc:  # statistics are an optimisation: never fail ingestion
+        log.warning("could not count chunks for the statistics refresh: %s", exc)
+        return False
+    return analyze_now()
+
+
+def _in_job() -> bool:
+    from rq import get_current_job
+
+    return get_current_job() is not None
+
+
+def queue_refresh() -> bool:
+    """Queue the refresh behind the ingest jobs waiting now, unless one is queued already."""
+    from kbframework.jobs.queues import get_redis
+
+    if not get_redis().set(_QUEUED, 1, nx=True, ex=3600):  # expires, should the queued job be lost
+        return False
+    _queue_refresh(0)
+    return True
+
+
+def _queue_refresh(deferrals: int) -> None:
+    import uuid
+
+    from kbframework.jobs.queues import enqueue
+
+    enqueue("ingest", "kbframework.jobs.tasks.refresh_statistics_job", deferrals,
+            job_id=f"{_REFRESH_ID}{uuid.uuid4().hex}")
+
+
+def _ingest_jobs_waiting(q) -> int:
+    """Jobs other than a statistics refresh among the first hundred waiting on the queue."""
+    return sum(1 for jid in q.get_job_ids(0, 100) if not jid.startswith(_REFRESH_ID))
+
+
+def refresh_statistics_queued(deferrals: int = 0) -> dict:
+    """The queued refresh: while more ingest jobs wait behind it (the load goes on), it goes to
+    the back of the queue again, a bounded number of times; then one ANALYZE."""
+    from redis import RedisError
+
+    from kbframework.jobs.queues import get_redis, queue
+
+    try:
+        waiting = _ingest_jobs_waiting(queue("ingest"))
+        if waiting and deferrals < MAX_DEFERRALS:
+            _queue_refresh(deferrals + 1)
+            return {"deferred": deferrals + 1, "ingest_jobs_waiting": waiting}
+        get_redis().delete(_QUEUED)
+    except RedisError as exc:
+        log.warning("statistics refresh: Redis unreachable (%s); analyzing now", exc)
+    return {"analyzed": analyze_now(), "deferrals": deferrals}
+
+
+def analyze_now() -> bool:
     from redis import RedisError
     from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
@@ -60,15 +152,16 @@ def refresh_statistics(new_chunks: int) -> bool:
     from kbframework.jobs.queues import get_redis
 
     try:
-        r = get_redis()
-        total = r.incrby("kbf:chunks_since_analyze", new_chunks)
-        if total < ANALYZE_EVERY_CHUNKS:
-            return False
-        r.set("kbf:chunks_since_analyze", 0)
-        with get_engine().begin() as conn:
+        get_redis().set(_SINCE, 0)
+    except (RedisError, KBError) as exc:
+        log.warning("could not reset the chunk counter of the statistics refresh: %s", exc)
+    try:
+        from kbframework import tenancy
+
+        with get_engine().begin() as conn, tenancy.owner(conn):  # the tenant role may not ANALYZE
             conn.execute(text("ANALYZE chunks"))
             conn.execute(text("ANALYZE documents"))
         return True
-    except (RedisError, SQLAlchemyError, KBError) as exc:  # statistics are an optimisation: never fail ingestion
+    except (SQLAlchemyError, KBError) as exc:  # statistics are an optimisation: never fail ingestion
         log.warning("could not refresh planner statistics: %s", exc)
         return False

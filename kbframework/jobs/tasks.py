@@ -21,6 +21,14 @@ def ingest_documents_job(document_ids: list[str], force: bool = False) -> dict:
     return {"results": [r.__dict__ for r in ingest_now(document_ids, force=force)]}
 
 
+def refresh_statistics_job(deferrals: int = 0) -> dict:
+    """ANALYZE after a load, queued behind its ingest jobs (kbframework.ingest.queue)."""
+    boot()
+    from kbframework.ingest.queue import refresh_statistics_queued
+
+    return refresh_statistics_queued(deferrals)
+
+
 def build_vector_index_job(model: str, dim: int) -> dict:
     """Build a model's HNSW index once the load that brought the model is written."""
     boot()

@@ -24,6 +24,10 @@ def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool
     # a job sees the rows of the organization it was queued for (kbframework.jobs.scope); one
     # queued without an organization sees nothing unless its function declares a system scope
     tenancy.use_nobody_default(f"the worker for {', '.join(queue_names)}")
+    if "ingest" in queue_names:
+        from kbframework.ingest.queue import warm_up
+
+        warm_up()  # the embedding model loads now, once, not inside the first job
     child = None
     if with_scheduler and not burst:
         child = _start_scheduler()
