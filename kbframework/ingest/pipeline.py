@@ -289,7 +289,6 @@ class _Writer:
 
     def __init__(self, results: dict):
         self.results = results
-        self.written: list[_Work] = []
         self._futures: list = []
         self._others: list = []
         self._pool = ThreadPoolExecutor(max_workers=writers(), thread_name_prefix="kbf-ingest-write")
@@ -313,9 +312,7 @@ class _Writer:
         for f in self._futures:
             if exc_type is not None and f.exception() is not None:
                 continue  # the caller's own error is the one to raise
-            written, results = f.result()
-            self.written += written
-            self.results.update(results)
+            self.results.update(f.result()[1])
 
 
 def _load(document_ids, force: bool, results: dict,

@@ -104,9 +104,14 @@ def queue_refresh() -> bool:
     """Queue the refresh behind the ingest jobs waiting now, unless one is queued already."""
     from kbframework.jobs.queues import get_redis
 
-    if not get_redis().set(_QUEUED, 1, nx=True, ex=3600):  # expires, should the queued job be lost
+    r = get_redis()
+    if not r.set(_QUEUED, 1, nx=True, ex=3600):  # expires, should the queued job be lost
         return False
-    _queue_refresh(0)
+    try:
+        _queue_refresh(0)
+    except BaseException:
+        r.delete(_QUEUED)  # not queued: the next job past the threshold tries again
+        raise
     return True
 
 
