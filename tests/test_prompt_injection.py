@@ -6,7 +6,6 @@ repeat it, streamed or not. The model is a local server speaking the OpenAI prot
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
@@ -131,23 +130,10 @@ def test_the_system_prompt_never_reaches_a_public_caller(kb_admin, kb_app, echo_
 
 
 def test_an_ordinary_answer_is_not_withheld(kb_admin, kb_app, kb_services):
-    from kbframework import config
-    from kbframework.hooks import registry
-
     srv = FakeOpenAI(reply="Yes: the tents are waterproof to 3000 mm [1]. Please follow the care instructions.")
-    saved = {k: os.environ.get(k) for k in ("KB_LLM_BASE_URL", "OPENAI_API_KEY")}
-    os.environ.update(KB_LLM_BASE_URL=srv.url, OPENAI_API_KEY="sk-test")
-    config.reset_config()
-    registry.clear_caches()
-    try:
+    with serving_as_the_llm(srv):
         note(kb_admin, "Tent care", "Our tents are waterproof to 3000 mm.")
         key = make_key(kb_admin.org["id"], [SHOP], rate_per_ip_minute=1000)
         r = kb_app.test_client().post(f"/api/embed/v1/{key['key']}/chat", json={"message": "waterproof tents?"},
                                       headers={"Origin": SHOP})
         assert r.get_json()["answer"].startswith("Yes: the tents are waterproof")
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        config.reset_config()
-        registry.clear_caches()
-        srv.close()
