@@ -136,7 +136,7 @@ def wordpress(n_posts: int = N_POSTS, port: int = WP_PORT) -> dict:
 
         # one edit in WordPress → one document re-embedded
         pid = state["bulk"]["first_id"]
-        time.sleep(1.05)  # WordPress keeps whole seconds; §23 applies strictly newer versions
+        time.sleep(1.05)  # WordPress keeps whole seconds; a sync applies only strictly newer versions
         http = requests.Session()
         http.auth = (state["user"], state["app_password"])
         rr = http.post(f"{state['base_url']}/wp-json/wp/v2/posts/{pid}",

@@ -372,7 +372,7 @@ def test_every_admin_route_with_another_organizations_id_is_404(admin, other_org
     assert o["client"].get("/api/admin/v1/keys").get_json()["items"][0]["status"] == "active"
 
 
-# --------------------------------------------------------------------------- knowledge editor (§10)
+# --------------------------------------------------------------------------- knowledge editor
 
 
 def test_manual_entry_is_chunked_at_once_edited_filtered_and_duplicated(admin):

@@ -65,3 +65,20 @@ def test_a_database_command_needs_no_redis(kb_services):
     r = subprocess.run([sys.executable, "-c", DB_PROBE], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """``kbf plugins | head -1``: once the reader has closed the pipe, the command stops with
+    the shell's status for a broken pipe and no error message or traceback."""
+    import os
+    from pathlib import Path
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE
+    kbf = Path(sys.executable).with_name("kbf")
+    try:
+        r = subprocess.run([str(kbf), "plugins"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert r.returncode == 141, r.stderr
+    assert r.stderr == ""

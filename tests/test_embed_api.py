@@ -1,4 +1,4 @@
-"""Public embed API v1 and its protections (§12), on the real PostgreSQL and Redis.
+"""Public embed API v1 and its protections, on the real PostgreSQL and Redis.
 
 The rate-limit counts are checked across two real gunicorn processes sharing Redis."""
 import gzip

@@ -1,5 +1,5 @@
-"""The four mode presets (§9) as installed plugin distributions: their boosts after fusion
-(§19), card types, prompt templates and fallback texts; and the demo's "done" questions."""
+"""The four mode presets as installed plugin distributions: their boosts after fusion
+(role priorities), card types, prompt templates and fallback texts; and the demo's "done" questions."""
 from datetime import datetime
 from zoneinfo import ZoneInfo
 

@@ -71,7 +71,7 @@ class WPSite:
         return self._call("POST", base, json=fields)
 
     def _next_second(self, post_id, base):
-        """WordPress keeps whole seconds and §23 applies only strictly newer versions: a
+        """WordPress keeps whole seconds and a sync applies only strictly newer versions: a
         change made in the same second as the version we hold would be ignored as stale."""
         current = self._call("GET", f"{base}/{post_id}", params={"context": "edit"})
         last = datetime.fromisoformat(current["modified_gmt"]).replace(tzinfo=timezone.utc)
@@ -207,7 +207,7 @@ def test_full_sync_maps_posts_pages_and_events(wp_site, allow_loopback, kb_drain
     assert docs[str(st["posts"]["jazz"])].title == "Jazz & Blues nights are back — “Live” every Sunday"
     assert "Нови Сад" in docs[str(st["posts"]["novi_sad"])].normalized_content
     ret = docs[str(st["pages"]["return_policy"])]
-    assert ret.type == "wp_page" and ret.document_role == "support"  # the mapping overrides §18's default
+    assert ret.type == "wp_page" and ret.document_role == "support"  # the mapping overrides the type's default role
 
     for seeded in st["events"]:
         ev = docs[str(seeded["id"])]

@@ -60,6 +60,11 @@ class KBGroup(click.Group):
             raise
         except click.exceptions.Exit:
             raise
+        except BrokenPipeError:
+            # the reader went away (`kbf ask … | head`): stop quietly, as a Unix tool does; stdout
+            # points at /dev/null so the interpreter's own flush at exit cannot fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a tool killed by the pipe
         except Exception as exc:  # the database or Redis down, a broken plugin...
             from sqlalchemy.exc import OperationalError
 
