@@ -140,3 +140,39 @@ def test_public_and_webhook_requests_are_scoped_too(two_orgs, kb_app):
     assert {s["document_id"] for s in r.get_json()["sources"]} == {theirs}
     r = kb_app.test_client().post(f"/api/webhooks/v1/woocommerce/{uuid.uuid4()}", data=b"{}")
     assert r.status_code == 404
+
+
+def test_the_full_text_functions_answer_only_for_the_transactions_organization(two_orgs):
+    """The keyword leg matches through ``kbf_fulltext_match`` / ``kbf_fulltext_df``, which run as
+    their owner so the full-text index serves them; asked by a tenant's transaction for another
+    organization, they return nothing."""
+    org, other, ours, theirs = two_orgs
+
+    def matched(asked_for) -> list:
+        with get_engine().connect() as conn:
+            return conn.execute(text(
+                "SELECT document_id::text FROM kbf_fulltext_match(CAST(:o AS uuid), to_tsquery('english', 'note'))"),
+                {"o": asked_for}).scalars().all()
+
+    def counted(asked_for) -> list:
+        with get_engine().connect() as conn:
+            return conn.execute(text("SELECT lexeme, df FROM kbf_fulltext_df(CAST(:o AS uuid), ARRAY['note'], 10)"),
+                                {"o": asked_for}).all()
+
+    with tenancy.organization(org["id"]):
+        assert matched(org["id"]) == [ours] and counted(org["id"]) == [("note", 1)]
+        assert matched(other["id"]) == [] and counted(other["id"]) == []
+    with tenancy.nobody():
+        assert matched(org["id"]) == [] and counted(org["id"]) == []
+    with tenancy.system("test: the bypass sees every organization"):
+        assert matched(other["id"]) == [theirs]
+    with get_engine().connect() as conn:  # only the tenant role (and the owner) may call them
+        grants = conn.execute(text(
+            "SELECT p.proname, array_agg(r.rolname ORDER BY r.rolname) FROM pg_proc p, aclexplode(p.proacl) a "
+            "JOIN pg_roles r ON r.oid = a.grantee WHERE p.proname LIKE 'kbf_fulltext_%' GROUP BY p.proname")).all()
+    assert {name for name, roles in grants if "kbf_tenant" in roles} == {"kbf_fulltext_match", "kbf_fulltext_df"}
+    assert all("public" not in roles for _, roles in grants)
+    with get_engine().connect() as conn:  # in the embedded server their owner is not bound by the policy
+        assert conn.execute(text(
+            "SELECT bool_and(r.rolsuper OR r.rolbypassrls) FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner "
+            "WHERE p.proname LIKE 'kbf_fulltext_%'")).scalar() is True

@@ -183,3 +183,15 @@ def test_a_document_the_pre_filter_refuses_gives_no_vector_hit_in_any_plan(kb_or
             pf.counted = counted
             hits, note = vector_search(s, pf, provider.model, provider.dim, vec, k=20, force=force)
             assert hits and top.document_id not in {h.document_id for h in hits}, note["access"]
+
+
+def test_the_index_build_memory_grows_with_the_rows_and_stays_bounded(monkeypatch):
+    from kbframework.retrieval.vector_index import build_memory
+
+    monkeypatch.delenv("KB_INDEX_BUILD_MEMORY", raising=False)
+    mb = lambda rows, dim: int(build_memory(rows, dim).removesuffix("MB"))  # noqa: E731
+    assert mb(0, 256) == mb(100_000, 256) == 1024  # never below the old fixed 1 GB
+    assert 1024 < mb(1_000_000, 256) < mb(2_000_000, 256) <= 4096
+    assert mb(50_000_000, 1536) <= 4096
+    monkeypatch.setenv("KB_INDEX_BUILD_MEMORY", "512MB")
+    assert build_memory(1_000_000, 256) == "512MB"

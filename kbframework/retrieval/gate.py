@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-import time
 
 from sqlalchemy import text
+
+from kbframework.retrieval.corpus_stats import document_frequency  # noqa: F401 (read here and by search)
 
 # fitted by `kbf eval gate --calibrate` on half A (see CALIBRATION); similarity keeps weight 1
 WEIGHTS = {"similarity": 1.0, "overlap": 1.0, "title": 0.5, "agreement": 0.0, "lead": 1.0, "unknown": 2.0}
@@ -45,7 +45,6 @@ THRESHOLD = -0.0665
 TOP_PASSAGES = 3
 DEPTH = 20  # the gate reads each leg's first 20 hits, as deep as the product searches
 LEAD_TAIL = (5, 20)  # the vector ranks the best hit is compared with
-DF_CAP = 2000
 # a word no chunk uses says "not our subject" only when there is enough knowledge to speak for
 # a domain: the penalty grows with the number of chunks and is whole from this many on
 KNOWLEDGE_OF_A_DOMAIN = 200
@@ -60,9 +59,6 @@ CALIBRATION = {
                  "demo": {"unanswerable_fell_back": "14 of 15", "answerable_fell_back": "1 of 15 (6.7%)"}},
 }
 
-_df_cache: dict = {}
-_lock = threading.Lock()
-_DF_TTL = 60.0
 
 
 # the tails of English contractions ("I've", "we'll") that the parser leaves as words
@@ -100,38 +96,6 @@ hundr thousand
 use work come go take make say mean happen let put keep tri see
 now today tonight tomorrow weekend week night even morn afternoon soon later earlier
 """.split()) | frozenset(__import__("kbframework.retrieval.conversation", fromlist=["COLOURS"]).COLOURS)
-
-
-def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:
-    """({lexeme: chunks containing it (capped)}, chunks of the organization), cached a minute."""
-    key = str(org_id)
-    now = time.monotonic()
-    out, missing = {}, []
-    with _lock:
-        for lx in lexemes:
-            hit = _df_cache.get((key, lx))
-            if hit and now - hit[0] < _DF_TTL:
-                out[lx] = hit[1]
-            else:
-                missing.append(lx)
-        total = _df_cache.get((key, None))
-    if missing:
-        rows = session.execute(text(
-            "SELECT l, (SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.organization_id = :org "
-            f"AND c.tsv @@ to_tsquery('simple', quote_literal(l)) LIMIT {DF_CAP}) x) "
-            "FROM unnest(CAST(:lx AS text[])) l"), {"org": key, "lx": missing}).all()
-        with _lock:
-            for lx, n in rows:
-                out[lx] = int(n)
-                _df_cache[(key, lx)] = (now, int(n))
-    if total is None or now - total[0] >= _DF_TTL:
-        n = session.execute(text("SELECT count(*) FROM chunks WHERE organization_id = :org"), {"org": key}).scalar()
-        total = (now, int(n or 0))
-        with _lock:
-            if len(_df_cache) > 50000:
-                _df_cache.clear()
-            _df_cache[(key, None)] = total
-    return out, total[1]
 
 
 def idf(df: int, n: int) -> float:

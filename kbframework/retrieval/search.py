@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import text
 
 from kbframework.config import get_config
-from kbframework.ingest.queue import on_ingested
+from kbframework.retrieval.corpus_stats import DF_CAP, document_frequency, forget_counts, org_models  # noqa: F401
 
 SERVABLE_STATUSES = ("active", "syncing", "error")  # error/syncing keep their last good chunks
 RRF_K = 60
 KEYWORD_CANDIDATES = 400
+MATCHES_PER_TIER = 5 * KEYWORD_CANDIDATES  # read from the full-text index when few matches are filtered out
 FILTERED_ROLES = ("product", "event")  # price/category/stock filters describe these roles
 
 
@@ -188,38 +187,6 @@ def count_candidates(session, pf: Prefilter, cap: int = PREFILTER_CAP) -> int:
 
 # --------------------------------------------------------------------------- vector leg
 
-_count_cache: dict = {}
-_count_lock = threading.Lock()
-
-
-def org_models(session, org_id) -> dict[str, int]:
-    """{embedding_model: chunk count} for an organization, cached for a minute."""
-    key = str(org_id)
-    now = time.monotonic()
-    with _count_lock:
-        hit = _count_cache.get(key)
-        if hit and now - hit[0] < 60:
-            return hit[1]
-    rows = session.execute(text(
-        "SELECT embedding_model, count(*) FROM chunks WHERE organization_id = :org "
-        "AND embedding_model IS NOT NULL GROUP BY embedding_model"), {"org": key}).all()
-    models = {m: n for m, n in rows}
-    with _count_lock:
-        _count_cache[key] = (now, models)
-    return models
-
-
-def forget_counts(org_id=None) -> None:
-    with _count_lock:
-        if org_id is None:
-            _count_cache.clear()
-        else:
-            _count_cache.pop(str(org_id), None)
-
-
-on_ingested(forget_counts)  # new chunks make the cached counts stale
-
-
 def index_name(model: str) -> str:
     from kbframework.retrieval.vector_index import index_name as _name
 
@@ -365,7 +332,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
     ts_rank_cd knows neither how rare a word is nor how long a chunk is, so "tent" in a
     tent's title and "tent" in a line of a camping FAQ scored alike, and a question's
     commonest word could carry a passage. Here each of the question's words weighs its idf
-    in the organization (``gate.document_frequency``, cached a minute, which the
+    in the organization (``corpus_stats.document_frequency``, cached a minute, which the
     answerability gate reads after), term frequency saturates (k1) and is normalized by the
     chunk's length (b).
 
@@ -374,9 +341,13 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
     quotes and -exclusions work), then any two of the rarest terms, then any term; each tier
     reads at most KEYWORD_CANDIDATES chunks. One statement, one round trip; every branch is
     scoped to the organization by the composite ``(organization_id, tsv)`` GIN index, so no
-    other tenant's rows are touched."""
-    from kbframework.retrieval.gate import document_frequency
+    other tenant's rows are touched.
 
+    The matching itself is ``kbf_fulltext_match`` (migration 0008): under row-level security
+    ``@@`` cannot use the index, the function can, and it applies the policy's own test to the
+    organization it is asked for. Without a selective pre-filter nearly every match passes it,
+    so each tier takes at most MATCHES_PER_TIER matches from the index; with one (a date
+    window, a price, a city…) the tier takes every match and the pre-filter picks."""
     lexemes = session.execute(text(
         "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
         "FROM unnest(to_tsvector('english', :q))"), {"q": query}).scalar() or []
@@ -387,15 +358,21 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
     # the rarest words first: they say most about what is asked
     terms = sorted(lexemes, key=lambda lx: (-idf[lx], lx))[:MAX_TERMS]
     quoted = ["'" + lx.replace("'", "''") + "'" for lx in terms]
+    # the looser tiers look words up in the index only when they are not common (in fewer
+    # than DF_CAP chunks): a common word's posting list is long (a tenth of a large
+    # organization), reading it costs more than all the rest, and a chunk it alone brings in
+    # ranks low anyway; when every word is common, the rarest one stands for them. In an
+    # organization of a few thousand chunks no word is common, and nothing changes.
+    findable = [qt for lx, qt in zip(terms, quoted) if dfs.get(lx, 0) < DF_CAP] or quoted[:1]
     strict = "websearch_to_tsquery('english', :qtext)"
     tiers = [("all_terms", strict, [])]
-    pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:5]) for b in quoted[i + 1:5]] if len(quoted) >= 3 else []
+    pairs = [f"({a} & {b})" for i, a in enumerate(findable[:5]) for b in findable[i + 1:5]] if len(quoted) >= 3 else []
     if pairs:
         tiers.append(("two_terms", "CAST(:tq_two AS tsquery)", [strict]))
     if len(quoted) >= 2:
         tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
     where, p = pf.chunk_condition("c")
-    params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted), "k": k,
+    params = {**p, "matches": None if pf.selective else MATCHES_PER_TIER, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(findable), "k": k,
               "idf": [idf[lx] for lx in terms]}
     branches = []
     for t, (name, q, earlier) in enumerate(tiers):
@@ -403,8 +380,8 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         # `|| ''` detoasts the tsvector once here, not once per scoring call below
         branches.append(
             f"(SELECT {t} AS tier, c.id, c.document_id, c.tsv || ''::tsvector AS tsv "
-            "FROM chunks c "
-            f"WHERE c.organization_id = :org AND c.tsv @@ {q}{not_earlier} AND {where} LIMIT {KEYWORD_CANDIDATES})")
+            f"FROM kbf_fulltext_match(CAST(:org AS uuid), {q}, :matches) m JOIN chunks c ON c.id = m.id "
+            f"WHERE c.organization_id = :org{not_earlier} AND {where} LIMIT {KEYWORD_CANDIDATES})")
     # BM25 without unnesting every chunk's tsvector: ts_rank of one word (normalization 0) is
     # that word's occurrences, the best-weighted one counted whole and the others less and
     # less (1/4, 1/9, …); scaled so one body occurrence is 1 and a title occurrence

@@ -145,10 +145,25 @@ class _ClosingConnection:
         self.close()
 
 
-def _tune(conn) -> None:
-    # an HNSW build that fits in memory is many times faster than one that spills
-    mem = os.environ.get("KB_INDEX_BUILD_MEMORY", "1GB")
-    conn.execute(text(f"SET maintenance_work_mem = '{mem.replace(chr(39), '')}'"))
+def build_memory(rows: int | None, dim: int | None) -> str:
+    """maintenance_work_mem for an HNSW build of ``rows`` vectors: an HNSW build whose graph
+    fits in memory is many times faster than one that spills (pgvector then says "hnsw graph
+    no longer fits into maintenance_work_mem"). A halfvec element with its neighbour lists
+    takes about 2·dim + 800 bytes in the build; half as much again for margin, at least 1 GB,
+    at most 4 GB and a quarter of this machine's memory. ``KB_INDEX_BUILD_MEMORY`` overrides."""
+    if os.environ.get("KB_INDEX_BUILD_MEMORY"):
+        return os.environ["KB_INDEX_BUILD_MEMORY"].replace("'", "")
+    want = int((rows or 0) * (2 * (dim or 1024) + 800) * 1.5)
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 4 << 30
+    mb = max(1024, min(want, 4 << 30, ram // 4) // (1 << 20))
+    return f"{mb}MB"
+
+
+def _tune(conn, rows: int | None = None, dim: int | None = None) -> None:
+    conn.execute(text(f"SET maintenance_work_mem = '{build_memory(rows, dim)}'"))
     conn.execute(text("SET max_parallel_maintenance_workers = "
                       f"{int(os.environ.get('KB_INDEX_BUILD_WORKERS', '2'))}"))
 
@@ -169,10 +184,9 @@ def build(model: str, dim: int, conn=None) -> dict:
         if info:
             _remember(model)
             return {"name": name, "built": False, "seconds": 0.0}
-        _tune(conn)
         t0 = time.perf_counter()
-        rows = conn.execute(text("SELECT count(*) FROM (SELECT 1 FROM chunks WHERE embedding_model = :m "
-                                 "LIMIT :n) x"), {"m": model, "n": SMALL_BUILD_ROWS}).scalar()
+        rows = conn.execute(text("SELECT count(*) FROM chunks WHERE embedding_model = :m"), {"m": model}).scalar()
+        _tune(conn, rows, dim)
         # a small index is built in milliseconds; CONCURRENTLY would instead wait for every
         # open transaction in the database to finish first
         conn.execute(text(create_sql(model, dim, concurrently=rows >= SMALL_BUILD_ROWS)))
