@@ -102,6 +102,26 @@ def test_a_worker_runs_each_job_in_the_organization_it_was_queued_for(two_orgs, 
         assert scalar(status, i=ids[name]) == "syncing" and scalar(chunks, i=ids[name]) == 0
 
 
+def test_documents_queued_for_indexing_with_the_system_bypass_are_indexed_in_their_organizations(two_orgs, kb_services):
+    """The CLI and scripts run with the system bypass, which a queued job does not carry:
+    ``queue_ingest`` names each document's organization, one job per organization, so the
+    worker finds the documents instead of skipping them as nobody's."""
+    from kbframework.ingest.queue import queue_ingest
+
+    a, b, ids = two_orgs
+    assert tenancy.current() == tenancy.SYSTEM
+    jobs = queue_ingest([ids["a1"], ids["b"], ids["a2"]])
+    assert sorted((j.meta["organization_id"], tuple(j.args[0])) for j in jobs) == sorted(
+        [(a["id"], (ids["a1"], ids["a2"])), (b["id"], (ids["b"],))])
+
+    burst_worker(kb_services)
+
+    for j in jobs:
+        assert [r["action"] for r in fetch(j.id).return_value()["results"]] == ["indexed"] * len(j.args[0])
+    for name in ("a1", "a2", "b"):
+        assert scalar("SELECT status FROM documents WHERE id = CAST(:i AS uuid)", i=ids[name]) == "active"
+
+
 def test_the_sweeps_still_reach_every_organization(two_orgs, kb_source, kb_http_server, kb_services):
     """What the scheduler queues carries no organization: the due-source sweep and the
     recovery sweep declare the bypass and queue each organization's work for it."""
