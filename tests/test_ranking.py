@@ -100,6 +100,28 @@ def test_keyword_leg_prefers_the_word_in_a_title_to_the_same_word_in_a_body(kb_o
     assert res["debug"]["keyword"]["hits"][0]["document_id"] == ids["Titanium Spork"]
 
 
+def test_keyword_leg_finds_a_paraphrase_through_the_token_tables_neighbours(kb_org):
+    """"toddler" is in no chunk of the carrier; its neighbour in the embedder's token table,
+    "child", is, so the keyword leg finds the carrier through its any-term tier; a chunk with
+    the question's own word still ranks above one holding only a neighbour; and the step is in
+    the trace."""
+    ids = seed(kb_org["id"], [
+        {"title": "Tarn Little Peak Carrier", "role": "product",
+         "body": "# Tarn Little Peak Carrier\n\nA frame pack that carries a child on mountain trails."},
+        {"title": "Camp Kettle", "role": "product", "body": "# Camp Kettle\n\nBoils a litre of water."}])
+    res = ask(kb_org["id"], "something for my toddler on walks")
+    exp = step(res, "expand_query")
+    assert "child" in exp["words"].get("toddler", []), exp
+    kw = res["debug"]["keyword"]
+    assert kw["hits"] and kw["hits"][0]["document_id"] == ids["Tarn Little Peak Carrier"], kw
+    assert "child" in kw["expanded"] and kw["expanded"]["child"] < kw["idf"].get("toddler", 99)
+
+    ids2 = seed(kb_org["id"], [{"title": "Toddler Sun Hat", "role": "product",
+                                "body": "# Toddler Sun Hat\n\nA wide brim for small heads."}])
+    res = ask(kb_org["id"], "something for my toddler on walks")
+    assert res["debug"]["keyword"]["hits"][0]["document_id"] == ids2["Toddler Sun Hat"]
+
+
 # --------------------------------------------------------------------------- fusion tilts
 
 SHOP = [

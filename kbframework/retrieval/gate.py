@@ -46,6 +46,9 @@ TOP_PASSAGES = 3
 DEPTH = 20  # the gate reads each leg's first 20 hits, as deep as the product searches
 LEAD_TAIL = (5, 20)  # the vector ranks the best hit is compared with
 DF_CAP = 2000
+# a neighbour of a question word from the embedder's token table counts as this share of the
+# word, times its similarity (the share the keyword leg gives it, ``expansion.WEIGHT``)
+NEAR_SHARE = 0.8
 # a word no chunk uses says "not our subject" only when there is enough knowledge to speak for
 # a domain: the penalty grows with the number of chunks and is whole from this many on
 KNOWLEDGE_OF_A_DOMAIN = 200
@@ -208,13 +211,20 @@ def field_lexemes(session, org_id, doc_ids: list[str]) -> dict:
     return {r[0]: set(r[1] or []) for r in rows}
 
 
-def overlap(q_lex: list[str], p_lex: set, weights: dict, synonyms: dict | None = None) -> float:
-    """Share of the question's (rarity-weighted) content lexemes that the passage holds."""
+def overlap(q_lex: list[str], p_lex: set, weights: dict, synonyms: dict | None = None,
+            near: dict | None = None) -> float:
+    """Share of the question's (rarity-weighted) content lexemes that the passage holds. A word
+    the passage lacks counts in part when it holds one of the word's neighbours from the
+    embedder's token table (``near``: {word: {neighbour: share}}), by that share."""
     if not q_lex:
         return 0.0
     total = sum(weights.get(w, 1.0) for w in q_lex)
-    got = sum(weights.get(w, 1.0) for w in q_lex
-              if w in p_lex or any(s in p_lex for s in (synonyms or {}).get(w, ())))
+    got = 0.0
+    for w in q_lex:
+        if w in p_lex or any(s in p_lex for s in (synonyms or {}).get(w, ())):
+            got += weights.get(w, 1.0)
+        elif near and near.get(w):
+            got += weights.get(w, 1.0) * max((f for n, f in near[w].items() if n in p_lex), default=0.0)
     return got / total if total else 0.0
 
 
@@ -262,12 +272,15 @@ def doc_ranks(legs: dict) -> dict:
 
 def features(session, org_id, query: str, fused: list[dict], legs: dict, synonyms: dict | None = None,
              top: int = TOP_PASSAGES, places: list[str] | None = None, floor: float = 0.0,
-             weights: dict | None = None, named: list | None = None) -> dict:
+             weights: dict | None = None, named: list | None = None, expanded: dict | None = None) -> dict:
     """The gate's signals for the best ``top`` distinct documents of the fused ranking. The
     organization's own place names in the question ("in Castelmar") are constraints, not what
     the question is about: they count neither as overlap nor as unknown words, except for a
     document the question names exactly (``named``, the identity step's: the venue's own page
-    for "can I park at Fábrica das Luzes?"), whose name is what the question is about."""
+    for "can I park at Fábrica das Luzes?"), whose name is what the question is about.
+    ``expanded``: the expand_query step's neighbours ({word: [{lexeme, similarity}]}); a
+    neighbour in a passage counts as part of its word (``NEAR_SHARE`` × similarity), and a word
+    no chunk uses but whose neighbours some do is unknown only in the rest of that share."""
     legs = {k: [h for h in v if h.rank <= DEPTH] for k, v in legs.items()}
     named_ = {str(d) for d in (named or [])}
     q_all = question_lexemes(session, query)
@@ -303,8 +316,10 @@ def features(session, org_id, query: str, fused: list[dict], legs: dict, synonym
                 by_doc.setdefault(h.document_id, set()).update(lex.get(h.chunk_id, set()))
     # a word in a document's tags or categories is the organization's word even when no chunk says it
     in_fields = set().union(*fields.values()) if fields else set()
+    near = {w: {n["lexeme"]: NEAR_SHARE * n["similarity"] for n in kept} for w, kept in (expanded or {}).items()}
     unknown = [w for w in q_lex if dfs.get(w, 0) == 0 and not syn.get(w) and w not in in_fields]
-    unk = (sum(weights_[w] for w in unknown) / sum(weights_[w] for w in q_lex)) if q_lex else 0.0
+    unk = (sum(weights_[w] * (1.0 - max(near.get(w, {}).values(), default=0.0)) for w in unknown)
+           / sum(weights_[w] for w in q_lex)) if q_lex else 0.0
     unk *= min(1.0, math.log1p(n) / math.log1p(KNOWLEDGE_OF_A_DOMAIN))
     ld = lead(legs.get("vector", []), floor)
     rows = []
@@ -313,7 +328,7 @@ def features(session, org_id, query: str, fused: list[dict], legs: dict, synonym
         p_lex = by_doc.get(f["document_id"], set()) | lex.get(f["chunk_id"], set()) | f_lex
         mine = q_lex + [w for w in q_all if w in drop and w not in q_lex] if f["document_id"] in named_ else q_lex
         sim = max(best_sim.get(f["document_id"], 0.0), 0.0)
-        ov = overlap(mine, p_lex, weights_, syn)
+        ov = overlap(mine, p_lex, weights_, syn, near)
         tov = overlap(mine, f_lex, weights_, syn)
         ag = agreement(f, ranks)
         rows.append({"document_id": f["document_id"], "chunk_id": f["chunk_id"], "similarity": round(sim, 4),

@@ -359,7 +359,8 @@ def bm25_idf(df: int, n: int) -> float:
     return math.log(1.0 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
-def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[list[Hit], dict]:
+def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
+                   expansion: dict[str, float] | None = None) -> tuple[list[Hit], dict]:
     """Full text ranked by BM25 over the chunk's weighted fields (title over headings over body).
 
     ts_rank_cd knows neither how rare a word is nor how long a chunk is, so "tent" in a
@@ -374,7 +375,12 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
     quotes and -exclusions work), then any two of the rarest terms, then any term; each tier
     reads at most KEYWORD_CANDIDATES chunks. One statement, one round trip; every branch is
     scoped to the organization by the composite ``(organization_id, tsv)`` GIN index, so no
-    other tenant's rows are touched."""
+    other tenant's rows are touched.
+
+    ``expansion``: {lexeme: factor}, neighbours of the question's words from the offline
+    embedder's token table (``retrieval.expansion``); they join the any-term tier only, each
+    weighing factor × its own idf, so they find paraphrases without outranking the question's
+    own words."""
     from kbframework.retrieval.gate import document_frequency
 
     lexemes = session.execute(text(
@@ -382,21 +388,26 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         "FROM unnest(to_tsvector('english', :q))"), {"q": query}).scalar() or []
     if not lexemes:
         return [], {"tiers": [], "lexemes": []}
-    dfs, n = document_frequency(session, pf.organization_id, list(lexemes))
+    extra = {lx: f for lx, f in (expansion or {}).items() if lx not in lexemes and f > 0}
+    dfs, n = document_frequency(session, pf.organization_id, list(lexemes) + sorted(extra))
     idf = {lx: bm25_idf(dfs.get(lx, 0), n) for lx in lexemes}
     # the rarest words first: they say most about what is asked
     terms = sorted(lexemes, key=lambda lx: (-idf[lx], lx))[:MAX_TERMS]
     quoted = ["'" + lx.replace("'", "''") + "'" for lx in terms]
+    expanded = sorted(extra, key=lambda lx: (-extra[lx], lx))[:MAX_TERMS]
+    for lx in expanded:
+        idf[lx] = bm25_idf(dfs.get(lx, 0), n) * extra[lx]
+    quoted_any = quoted + ["'" + lx.replace("'", "''") + "'" for lx in expanded]
     strict = "websearch_to_tsquery('english', :qtext)"
     tiers = [("all_terms", strict, [])]
     pairs = [f"({a} & {b})" for i, a in enumerate(quoted[:5]) for b in quoted[i + 1:5]] if len(quoted) >= 3 else []
     if pairs:
         tiers.append(("two_terms", "CAST(:tq_two AS tsquery)", [strict]))
-    if len(quoted) >= 2:
+    if len(quoted_any) >= 2:
         tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
     where, p = pf.chunk_condition("c")
-    params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted), "k": k,
-              "idf": [idf[lx] for lx in terms]}
+    params = {**p, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(quoted_any), "k": k,
+              "idf": [idf[lx] for lx in terms + expanded]}
     branches = []
     for t, (name, q, earlier) in enumerate(tiers):
         not_earlier = "".join(f" AND NOT (c.tsv @@ {e})" for e in earlier)
@@ -420,7 +431,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
            "SELECT tf.tier, tf.id, tf.document_id, "
            "sum(tf.idf * tf.f * (:k1 + 1) / (tf.f + :k1 * (1 - :b + :b * tf.dl / avgdl.dl))) AS score "
            "FROM tf CROSS JOIN avgdl GROUP BY tf.tier, tf.id, tf.document_id ORDER BY score DESC, tf.id LIMIT :k")
-    params.update(tq=quoted, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
+    params.update(tq=quoted_any, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
                   k1=BM25_K1, b=BM25_B)
     rows = session.execute(bind(sql, params), params).all()
     hits: list[Hit] = []
@@ -429,8 +440,11 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         per_tier[tiers[r[0]][0]] += 1
         hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]), "keyword"))
     used = [{"tier": name, "hits": c} for name, c in per_tier.items()]
-    return hits, {"tiers": used, "lexemes": terms, "idf": {lx: round(idf[lx], 3) for lx in terms},
-                  "ranking": "bm25", "queries": 1}
+    out = {"tiers": used, "lexemes": terms, "idf": {lx: round(idf[lx], 3) for lx in terms},
+           "ranking": "bm25", "queries": 1}
+    if expanded:
+        out["expanded"] = {lx: round(idf[lx], 3) for lx in expanded}
+    return hits, out
 
 
 # --------------------------------------------------------------------------- fusion

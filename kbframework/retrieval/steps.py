@@ -11,6 +11,8 @@
                         unless it overrides them; "cheaper"/"later" add a bound from what was shown
       prefilter         active, non-expired documents of the organization matching the filters
       place_check       events asked for in a place that has none: "I have no events in X", no cards
+      expand_query      neighbours of the question's words from the offline embedder's token table,
+                        that the organization's chunks use, for the keyword leg's any-term tier
       embed_query       once per embedding model the organization's chunks use (the keyword
                         leg starts here, on its own connection)
       vector_search     top k by cosine similarity, beside the keyword leg
@@ -51,7 +53,7 @@ from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
-from kbframework.retrieval import conversation, fusion, gate, place_answer, policy, referents
+from kbframework.retrieval import conversation, expansion, fusion, gate, place_answer, policy, referents
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
                                            listing_hits, merge_parts, org_vocabulary, search_text)
 from kbframework.retrieval.identity import name_index
@@ -426,10 +428,10 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbf-keyword")
 
 
-def _keyword_leg(pf, text_q, k: int = KEYWORD_K):
+def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None):
     t0 = time.perf_counter()
     with read_session_scope() as s2:
-        hits, dbg = keyword_search(s2, pf, text_q, k=k)
+        hits, dbg = keyword_search(s2, pf, text_q, k=k, expansion=expanded)
     return hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
 
 
@@ -514,6 +516,8 @@ class Turn:
     message_id: uuid.UUID = field(default_factory=uuid.uuid4)
     done: bool = False
     place_miss: dict | None = None
+    use_expansion: bool = True
+    expansion: dict = field(default_factory=dict)
 
 
 def load_context_step(s, t: Turn):
@@ -663,11 +667,28 @@ def place_check_step(s, t: Turn):
     return t.place_miss or {"place": None}
 
 
+def expand_query_step(s, t: Turn):
+    """Neighbours of the question's words from the offline embedder's token table, kept when the
+    organization's chunks use them; the keyword leg adds them to its any-term tier."""
+    try:
+        t.expansion = expansion.expand(s, t.ctx.org.id, t.text_q)
+    except Exception as exc:  # a help for the keyword leg, never a reason to fail
+        log.warning("query expansion: %s", exc)
+        t.expansion = {}
+    words = {lx: [n["word"] for n in kept] for lx, kept in (t.expansion.get("words") or {}).items()}
+    t.debug["expansion"] = {"words": words, "weights": t.expansion.get("weights") or {}}
+    if words:
+        t.debug["explain"].append("keyword leg also looks for " + "; ".join(
+            f"{lx} → {', '.join(ns)}" for lx, ns in words.items()))
+    return t.debug["expansion"]
+
+
 def embed_query_step(s, t: Turn):
     # the keyword leg needs no vector: it starts now, on its own connection (same tenant
     # scope), and the query embedding's ledger row is written beside the searches too
     # (its own transaction; awaited by keyword_search, so it is there when the turn ends)
-    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword)
+    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
+                               (t.expansion or {}).get("weights"))
     entries: list = []
     t.qvecs, dbg = embed_query(s, t.ctx.org.id, t.text_q, ledger=entries)
     if entries:
@@ -796,7 +817,8 @@ def answerability_step(s, t: Turn):
         places += [t.question[a:b] for k, v in conversation._vocab_spans(t.question, t.vocab).items()
                    if k in ("city", "venue") for a, b in v]
         feats = gate.features(s, t.ctx.org.id, t.text_q, t.boosted, t.legs, t.ctx.synonyms, places=places,
-                              floor=t.ctx.floor, named=t.identity)
+                              floor=t.ctx.floor, named=t.identity,
+                              expanded=(t.expansion or {}).get("words"))
         ok, best = gate.decide(feats, t.ctx.threshold)
         why = "the evidence clears the gate" if ok else "the evidence does not answer the question"
         # a policy question ("do I need an ID?") is answered by its policy page when that page
@@ -922,6 +944,7 @@ STEPS: tuple[Step, ...] = (
     Step("inherit_filters", inherit_filters_step, lambda t: t.kind.kind == conversation.FOLLOW_UP),
     Step("prefilter", prefilter_step),
     Step("place_check", place_check_step),
+    Step("expand_query", expand_query_step, lambda t: _searching(t) and t.use_expansion),
     Step("embed_query", embed_query_step, _searching),
     Step("vector_search", vector_search_step, _searching),
     Step("keyword_search", keyword_search_step, _searching),
