@@ -188,6 +188,31 @@ def test_a_time_window_puts_events_first(kb_org):
     assert "why" not in step(res, "role_boost")
 
 
+VENUE = [
+    {"title": "Dorcol Hall — venue information", "role": "support",
+     "body": "# Dorcol Hall — venue information\n\nDorcol Hall is a former tram depot at Dunavska 17. "
+             "Getting there: trams 2 and 5 stop outside; the night bus runs until 05:00."},
+    event("Dorcol Hall Techno All Night", local(2026, 3, 28, 23), local(2026, 3, 29, 5), 25, ["techno"],
+          venue="Dorcol Hall", body="# Dorcol Hall Techno All Night\n\nTechno at Dorcol Hall: Dorcol Hall's "
+                                    "main room, Dorcol Hall's sound system, all night."),
+    event("Dorcol Hall Jazz Concert", local(2026, 3, 27, 20), local(2026, 3, 27, 23), 15, ["jazz"],
+          venue="Dorcol Hall", body="# Dorcol Hall Jazz Concert\n\nA jazz concert at Dorcol Hall, in Dorcol Hall's "
+                                    "small room."),
+]
+
+
+def test_a_question_for_a_venue_puts_its_own_page_first_and_one_for_its_events_the_events(kb_org):
+    ids = seed(kb_org["id"], VENUE + SUPPORT)
+    res = ask(kb_org["id"], "how do I get to Dorcol Hall?")
+    out = step(res, "role_boost")
+    assert out.get("venue_pages") == [ids["Dorcol Hall — venue information"]], out
+    assert first_source(res) == "Dorcol Hall — venue information", [s["document_title"] for s in res["sources"]]
+    res = ask(kb_org["id"], "upcoming concerts at Dorcol Hall")
+    out = step(res, "role_boost")
+    assert out["role_priority"][0] == "event" and "events" in out["why"] and "venue_pages" not in out
+    assert res["sources"][0]["document_role"] == "event", [s["document_title"] for s in res["sources"]]
+
+
 # --------------------------------------------------------------------------- identity and SKUs
 
 TENTS = [

@@ -406,6 +406,15 @@ def _roles(s, org_id, doc_ids) -> dict:
     return {str(r[0]): r[1] for r in rows}
 
 
+def _titles(s, org_id, doc_ids) -> dict:
+    if not doc_ids:
+        return {}
+    rows = s.execute(text("SELECT id, title FROM documents "
+                          "WHERE organization_id = :org AND id = ANY(CAST(:ids AS uuid[]))"),
+                     {"org": str(org_id), "ids": list(doc_ids)}).all()
+    return {str(r[0]): r[1] for r in rows}
+
+
 def _hit(h) -> dict:
     return {"chunk_id": h.chunk_id, "document_id": h.document_id, "rank": h.rank,
             "score": round(h.score, 6), **({"model": h.model} if h.model else {})}
@@ -751,8 +760,18 @@ def role_boost_step(s, t: Turn):
     priority, why = fusion.role_priority(t.question, t.pf, preset_priority)
     t.boosted = apply_role_boost(t.fused, roles, priority)
     t.debug["role_priority"] = priority
+    venue_pages = []
+    if fusion.VENUE_PAGE_BOOST != 1.0 and fusion.asks_for_a_venue(t.question) and (t.vocab or {}).get("venues"):
+        titles = _titles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+        pages = fusion.venue_pages(titles, roles, t.vocab["venues"])
+        if pages:
+            t.boosted = fusion.boost_venue_pages(t.boosted, pages)
+            venue_pages = sorted(pages)
+            t.debug["explain"].append(f"a question for a venue itself: its own page ×{fusion.VENUE_PAGE_BOOST}")
     out = {"role_priority": priority, "preset_priority": preset_priority,
            "moved": sum(1 for f in t.boosted if f.get("final_rank") != f.get("rank"))}
+    if venue_pages:
+        out["venue_pages"] = venue_pages
     if why:
         t.debug["explain"].append(f"{why} ({' > '.join(priority)})")
         base = apply_role_boost(t.fused, roles, preset_priority)  # what the preset alone gives
@@ -949,7 +968,7 @@ STEPS: tuple[Step, ...] = (
     Step("vector_search", vector_search_step, _searching),
     Step("keyword_search", keyword_search_step, _searching),
     Step("listing", listing_step, lambda t: _searching(t) and t.use_filters
-         and constraint_only(t.query, t.parts, t.pf)),
+         and constraint_only(t.query, t.parts, t.pf) and not fusion.asks_for_a_venue(t.question)),
     Step("rrf", rrf_step, _searching),
     Step("role_boost", role_boost_step, _searching),
     Step("identity", identity_step, _searching),
