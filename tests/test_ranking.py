@@ -122,6 +122,16 @@ def test_keyword_leg_finds_a_paraphrase_through_the_token_tables_neighbours(kb_o
     assert res["debug"]["keyword"]["hits"][0]["document_id"] == ids2["Toddler Sun Hat"]
 
 
+def test_the_vector_leg_embeds_the_questions_content_words(kb_org):
+    seed(kb_org["id"], [{"title": "Tarn Pack Rain Cover", "role": "product",
+                         "body": "# Tarn Pack Rain Cover\n\nA waterproof cover for a rucksack in heavy rain."}])
+    res = ask(kb_org["id"], "my rucksack gets drenched when it pours")
+    assert step(res, "embed_query")["embedded_text"] == "rucksack gets drenched pours"
+    assert res["debug"]["search_text"] == "my rucksack gets drenched when it pours"  # the keyword leg's text is whole
+    res = ask(kb_org["id"], "what is it?")  # nothing but stop words: the question itself
+    assert "embedded_text" not in step(res, "embed_query")
+
+
 # --------------------------------------------------------------------------- fusion tilts
 
 SHOP = [

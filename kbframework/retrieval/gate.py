@@ -41,7 +41,7 @@ from sqlalchemy import text
 
 # fitted by `kbf eval gate --calibrate` on half A (see CALIBRATION); similarity keeps weight 1
 WEIGHTS = {"similarity": 1.0, "overlap": 0.5, "title": 0.5, "agreement": 0.2, "lead": 0.0, "unknown": 2.0}
-THRESHOLD = -0.1012
+THRESHOLD = -0.0721
 TOP_PASSAGES = 3
 DEPTH = 20  # the gate reads each leg's first 20 hits, as deep as the product searches
 LEAD_TAIL = (5, 20)  # the vector ranks the best hit is compared with

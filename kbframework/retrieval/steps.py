@@ -692,6 +692,17 @@ def expand_query_step(s, t: Turn):
     return t.debug["expansion"]
 
 
+VECTOR_CONTENT_ONLY = True
+
+
+def content_words(s, query: str) -> str:
+    """The query without its English stop words ("my rucksack gets drenched when it pours" →
+    "rucksack gets drenched pours"), in their order; the query itself when nothing is left."""
+    words = s.execute(text("SELECT w FROM unnest(regexp_split_to_array(:q, '\\s+')) WITH ORDINALITY AS x(w, i) "
+                           "WHERE to_tsvector('english', w) <> ''::tsvector ORDER BY i"), {"q": query or ""}).scalars().all()
+    return " ".join(words) if words else query
+
+
 def embed_query_step(s, t: Turn):
     # the keyword leg needs no vector: it starts now, on its own connection (same tenant
     # scope), and the query embedding's ledger row is written beside the searches too
@@ -699,7 +710,12 @@ def embed_query_step(s, t: Turn):
     t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
                                (t.expansion or {}).get("weights"))
     entries: list = []
-    t.qvecs, dbg = embed_query(s, t.ctx.org.id, t.text_q, ledger=entries)
+    # the vector leg embeds the question's content words: a static model pools every token,
+    # and "my … when it …" pulls a short paraphrase toward every text that says them too
+    vtext = content_words(s, t.text_q) if VECTOR_CONTENT_ONLY else t.text_q
+    t.qvecs, dbg = embed_query(s, t.ctx.org.id, vtext, ledger=entries)
+    if vtext != t.text_q:
+        dbg["embedded_text"] = vtext
     if entries:
         t.ledger_future = _POOL.submit(contextvars.copy_context().run, lambda: [_ledger(*e) for e in entries])
     t.debug["embedding"] = dbg
