@@ -116,6 +116,10 @@ def test_keyword_leg_finds_a_paraphrase_through_the_token_tables_neighbours(kb_o
     assert kw["hits"] and kw["hits"][0]["document_id"] == ids["Tarn Little Peak Carrier"], kw
     assert "child" in kw["expanded"] and kw["expanded"]["child"] < kw["idf"].get("toddler", 99)
 
+    # the word after "how" is the question's frame ("how long" is not about length)
+    res = ask(kb_org["id"], "how long does the toddler carrier take to arrive?")
+    assert "long" not in step(res, "expand_query")["words"] and "toddler" in step(res, "expand_query")["words"]
+
     ids2 = seed(kb_org["id"], [{"title": "Toddler Sun Hat", "role": "product",
                                 "body": "# Toddler Sun Hat\n\nA wide brim for small heads."}])
     res = ask(kb_org["id"], "something for my toddler on walks")

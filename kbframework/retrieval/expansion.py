@@ -158,7 +158,12 @@ def expand(session, org_id, query: str) -> dict:
     if table is None or not query:
         return {"words": {}, "weights": {}, "available": table is not None}
     surface = []
-    for w in re.findall(r"[^\W\d_]+", query.lower()):
+    tokens = re.findall(r"[^\W\d_]+", query.lower())
+    for i, w in enumerate(tokens):
+        # "how long", "how far", "how often": a question's frame, not its subject ("long" → length
+        # would find a floor-length dress for "how long does delivery take?")
+        if i and tokens[i - 1] == "how":
+            continue
         if len(w) >= 3 and w not in surface:
             surface.append(w)
     stems = _stems(session, surface)
