@@ -29,9 +29,11 @@ from kbframework.retrieval import policy
 from kbframework.retrieval.identity import is_sku_shaped
 EVENT_TILT = True
 # the words that ask for events themselves (not "tickets", "club" or "bar", which policy and venue
-# questions use as much: "can I buy tickets at the door?", "is the club step-free?")
+# questions use as much: "can I buy tickets at the door?", "is the club step-free?"; and "party",
+# "festival", "show" only in the plural, since products carry them in their names: a party dress,
+# a festival lantern, a show jacket)
 _ASKS_EVENTS = re.compile(
-    r"\b(?:events?|part(?:y|ies)|gigs?|concerts?|festivals?|raves?|shows?|performances?|screenings?"
+    r"\b(?:events?|parties|gigs?|concerts?|festivals|raves|shows|performances?|screenings?"
     r"|what['’]?s\s+on|whats\s+on|anything\s+on|going\s+on|happening|line-?ups?|live\s+music)\b", re.I)
 # the visitor's own ticket or booking: a question for the rules about it, whatever event it names
 _OWN_BOOKING = re.compile(r"\b(?:my|our)\s+(?:\w+\s+)?(?:tickets?|bookings?|orders?|reservations?|seats?)\b", re.I)

@@ -13,15 +13,16 @@
       place_check       events asked for in a place that has none: "I have no events in X", no cards
       expand_query      neighbours of the question's words from the offline embedder's token table,
                         that the organization's chunks use, for the keyword leg's any-term tier
-      embed_query       once per embedding model the organization's chunks use (the keyword
-                        leg starts here, on its own connection)
+      embed_query       the question's content words (no stop words), once per embedding model the
+                        organization's chunks use (the keyword leg starts here, on its own connection)
       vector_search     top k by cosine similarity, beside the keyword leg
       keyword_search    top k by BM25 over the weighted full text, on its own connection, in parallel
       listing           the matching documents, when the question is all constraints
       rrf               Σ w/(60 + rank), equal weights unless the preset or a SKU-shaped query tilts a
                         leg (the equal-weight order beside it in the trace)
       role_boost        the preset's role priority (×1.3, ×1.1), the roles the question asks for first
-                        (policy → support, time window → events, price → products); a re-rank
+                        (policy → support, time window or events asked for → events, price →
+                        products), a venue's own page ×1.3 when the venue is asked for; a re-rank
       identity          a product, SKU or title named exactly goes first
       referents         the documents a follow-up points at go first
       select_context    top N, character budget, source diversity

@@ -45,3 +45,12 @@ def test_nearest_words_from_the_token_table():
     assert "movie" not in near
     assert "child" in dict(expansion.nearest_words("toddler", table))
     assert all(s >= 0.9 for _, s in expansion.nearest_words("movie", table, min_similarity=0.9))
+
+
+@pytest.mark.skipif(expansion.token_table() is None, reason="WordLlama is not installed")
+def test_nearest_many_is_nearest_words_for_each_word():
+    table = expansion.token_table()
+    words = ["movie", "toddler", "laugh", "zzqx"]
+    many = expansion.nearest_many(words, table)
+    for w in words:
+        assert many[w] == expansion.nearest_words(w, table), w

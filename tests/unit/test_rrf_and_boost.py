@@ -47,6 +47,7 @@ from kbframework.retrieval import fusion  # noqa: E402
     ("what's happening at Estufa", True), ("any events in Alvorada?", True),
     ("what happens to my ticket if the open-air show is rained off?", False),  # the visitor's own ticket
     ("can I buy tickets at the door?", False), ("is the club step-free?", False), ("address of Armazém 7", False),
+    ("lantern festival paper lantern", False), ("a party dress", False),  # products named so
 ])
 def test_asks_for_events(question, expected):
     assert fusion.asks_for_events(question) is expected
