@@ -88,6 +88,16 @@ def test_a_place_without_events_gets_an_honest_answer_and_no_cards(demo, questio
         assert "llm" not in res["debug"]  # no model call
 
 
+@pytest.mark.parametrize("question", ["I left my jacket at Club Nova last night",
+                                      "my friend lost her phone at Club Nova on saturday"])
+def test_lost_property_at_a_place_is_not_taken_for_an_events_question(demo, question):
+    res = ask(demo, question)
+    assert res["debug"]["reason"] != "no_events_in_place" and "place" not in res["debug"], res["answer"]
+    assert not res["answer"].startswith("I have no events")
+    steps = [s["name"] for s in res["debug"]["steps"]]
+    assert "answerability" in steps  # the gate decides, with the searches' evidence
+
+
 def test_a_known_city_and_part_of_a_known_venue_filter_normally(demo):
     res = ask(demo, "what's on in Belgrade tomorrow?")
     assert titles([c for c in res["cards"] if c["type"] == "event"]) == ["Jazz Evening at Bitef"]

@@ -108,6 +108,42 @@ def test_keyword_leg_prefers_the_word_in_a_title_to_the_same_word_in_a_body(kb_o
     assert res["debug"]["keyword"]["hits"][0]["document_id"] == ids["Titanium Spork"]
 
 
+def test_keyword_leg_finds_a_paraphrase_through_the_token_tables_neighbours(kb_org):
+    """"toddler" is in no chunk of the carrier; its neighbour in the embedder's token table,
+    "child", is, so the keyword leg finds the carrier through its any-term tier; a chunk with
+    the question's own word still ranks above one holding only a neighbour; and the step is in
+    the trace."""
+    ids = seed(kb_org["id"], [
+        {"title": "Tarn Little Peak Carrier", "role": "product",
+         "body": "# Tarn Little Peak Carrier\n\nA frame pack that carries a child on mountain trails."},
+        {"title": "Camp Kettle", "role": "product", "body": "# Camp Kettle\n\nBoils a litre of water."}])
+    res = ask(kb_org["id"], "something for my toddler on walks")
+    exp = step(res, "expand_query")
+    assert "child" in exp["words"].get("toddler", []), exp
+    kw = res["debug"]["keyword"]
+    assert kw["hits"] and kw["hits"][0]["document_id"] == ids["Tarn Little Peak Carrier"], kw
+    assert "child" in kw["expanded"] and kw["expanded"]["child"] < kw["idf"].get("toddler", 99)
+
+    # the word after "how" is the question's frame ("how long" is not about length)
+    res = ask(kb_org["id"], "how long does the toddler carrier take to arrive?")
+    assert "long" not in step(res, "expand_query")["words"] and "toddler" in step(res, "expand_query")["words"]
+
+    ids2 = seed(kb_org["id"], [{"title": "Toddler Sun Hat", "role": "product",
+                                "body": "# Toddler Sun Hat\n\nA wide brim for small heads."}])
+    res = ask(kb_org["id"], "something for my toddler on walks")
+    assert res["debug"]["keyword"]["hits"][0]["document_id"] == ids2["Toddler Sun Hat"]
+
+
+def test_the_vector_leg_embeds_the_questions_content_words(kb_org):
+    seed(kb_org["id"], [{"title": "Tarn Pack Rain Cover", "role": "product",
+                         "body": "# Tarn Pack Rain Cover\n\nA waterproof cover for a rucksack in heavy rain."}])
+    res = ask(kb_org["id"], "my rucksack gets drenched when it pours")
+    assert step(res, "embed_query")["embedded_text"] == "rucksack gets drenched pours"
+    assert res["debug"]["search_text"] == "my rucksack gets drenched when it pours"  # the keyword leg's text is whole
+    res = ask(kb_org["id"], "what is it?")  # nothing but stop words: the question itself
+    assert "embedded_text" not in step(res, "embed_query")
+
+
 # --------------------------------------------------------------------------- fusion tilts
 
 SHOP = [
@@ -172,6 +208,31 @@ def test_a_time_window_puts_events_first(kb_org):
     # without a time phrase nothing tilts: the article about jazz may lead
     res = ask(kb_org["id"], "jazz")
     assert "why" not in step(res, "role_boost")
+
+
+VENUE = [
+    {"title": "Dorcol Hall — venue information", "role": "support",
+     "body": "# Dorcol Hall — venue information\n\nDorcol Hall is a former tram depot at Dunavska 17. "
+             "Getting there: trams 2 and 5 stop outside; the night bus runs until 05:00."},
+    event("Dorcol Hall Techno All Night", local(2026, 3, 28, 23), local(2026, 3, 29, 5), 25, ["techno"],
+          venue="Dorcol Hall", body="# Dorcol Hall Techno All Night\n\nTechno at Dorcol Hall: Dorcol Hall's "
+                                    "main room, Dorcol Hall's sound system, all night."),
+    event("Dorcol Hall Jazz Concert", local(2026, 3, 27, 20), local(2026, 3, 27, 23), 15, ["jazz"],
+          venue="Dorcol Hall", body="# Dorcol Hall Jazz Concert\n\nA jazz concert at Dorcol Hall, in Dorcol Hall's "
+                                    "small room."),
+]
+
+
+def test_a_question_for_a_venue_puts_its_own_page_first_and_one_for_its_events_the_events(kb_org):
+    ids = seed(kb_org["id"], VENUE + SUPPORT)
+    res = ask(kb_org["id"], "how do I get to Dorcol Hall?")
+    out = step(res, "role_boost")
+    assert out.get("venue_pages") == [ids["Dorcol Hall — venue information"]], out
+    assert first_source(res) == "Dorcol Hall — venue information", [s["document_title"] for s in res["sources"]]
+    res = ask(kb_org["id"], "upcoming concerts at Dorcol Hall")
+    out = step(res, "role_boost")
+    assert out["role_priority"][0] == "event" and "events" in out["why"] and "venue_pages" not in out
+    assert res["sources"][0]["document_role"] == "event", [s["document_title"] for s in res["sources"]]
 
 
 # --------------------------------------------------------------------------- identity and SKUs

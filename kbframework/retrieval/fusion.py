@@ -12,8 +12,14 @@ tilt may change it, each named in the trace with its reason:
                     camera?", "do I need cash at the bar?") asks a support page; a time
                     window ("this weekend", "tonight") asks for what happens then, events; a
                     price or stock bound ("under €50", "in stock") asks for what has a price
-                    and a stock, products and events. A boost re-ranks, it never filters.
+                    and a stock, products and events; a question for events themselves
+                    ("upcoming concerts at Sala Farol", "what's happening at Estufa"; not one
+                    about the visitor's own ticket) events. A boost re-ranks, it never filters.
                     The neutral preset (no boost of its own) gets these tilts too.
+    venue pages     a question for a venue itself (its address, the way there, a kind of place:
+                    "jazz club in Vale Dourado"; not its events, a rule or a price) puts the
+                    venue's own page, a non-event document whose title names one of the
+                    organization's venues, ×1.3 (the role_boost step lists them).
 """
 from __future__ import annotations
 
@@ -21,6 +27,74 @@ import re
 
 from kbframework.retrieval import policy
 from kbframework.retrieval.identity import is_sku_shaped
+EVENT_TILT = True
+# the words that ask for events themselves (not "tickets", "club" or "bar", which policy and venue
+# questions use as much: "can I buy tickets at the door?", "is the club step-free?"; and "party",
+# "festival", "show" only in the plural, since products carry them in their names: a party dress,
+# a festival lantern, a show jacket)
+_ASKS_EVENTS = re.compile(
+    r"\b(?:events?|parties|gigs?|concerts?|festivals|raves|shows|performances?|screenings?"
+    r"|what['’]?s\s+on|whats\s+on|anything\s+on|going\s+on|happening|line-?ups?|live\s+music)\b", re.I)
+# the visitor's own ticket or booking: a question for the rules about it, whatever event it names
+_OWN_BOOKING = re.compile(r"\b(?:my|our)\s+(?:\w+\s+)?(?:tickets?|bookings?|orders?|reservations?|seats?)\b", re.I)
+
+
+VENUE_PAGE_BOOST = 1.3
+# a question for a place itself: where it is, how to get there, or a kind of place ("jazz club in
+# Vale Dourado", "the venue in the converted power station", "address of Armazém 7")
+_ASKS_VENUE = re.compile(
+    r"\b(?:address|where\s+is|where['’]s|how\s+(?:do|can|would)\s+(?:i|we)\s+get\s+(?:to|there)|directions"
+    r"|getting\s+there|location\s+of|venues?|clubs?|bars?|stages?|theat(?:re|er)s?|halls?|taverns?)\b", re.I)
+
+
+def asks_for_a_venue(question: str) -> bool:
+    """The question asks for a venue (its address, the way there, a kind of place), not for the
+    events held there."""
+    from kbframework.retrieval.conversation import _COMPARATIVE
+
+    q = question or ""
+    if not _ASKS_VENUE.search(q) or asks_for_events(q):
+        return False
+    # a rule ("what ID do I need for a club night?") or a price ("cheaper theatre seats") is not a place
+    return not (policy.is_policy_question(q) or asks_what_is_allowed(q) or _COMPARATIVE.search(q))
+
+
+def venue_pages(titles: dict[str, str], roles: dict[str, str], venues: list[str]) -> set[str]:
+    """The documents that are a venue's own page: not an event, and their title names one of
+    the organization's venues ("Armazém 7 — venue information")."""
+    from kbframework.retrieval.phrases import fold
+
+    names = [fold(v) for v in venues or [] if v and len(v) >= 3]
+    out = set()
+    for d, title in titles.items():
+        if roles.get(d) == "event" or not title:
+            continue
+        t = fold(title)
+        if any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", t) for n in names):
+            out.add(d)
+    return out
+
+
+def boost_venue_pages(boosted: list[dict], pages: set[str], factor: float = VENUE_PAGE_BOOST) -> list[dict]:
+    """A re-rank: the venue pages' scores × factor, then the order again."""
+    out = []
+    for f in boosted:
+        g = dict(f)
+        if g["document_id"] in pages:
+            g["boost"] = round(g.get("boost", 1.0) * factor, 4)
+            g["boosted_score"] = round(g.get("boosted_score", g["score"]) * factor, 8)
+        out.append(g)
+    out.sort(key=lambda f: (-f["boosted_score"], f["rank"]))
+    for i, f in enumerate(out):
+        f["final_rank"] = i + 1
+    return out
+
+
+def asks_for_events(question: str) -> bool:
+    """The question asks for events themselves ("upcoming concerts at Sala Farol", "shows at
+    Teatro Garrido"), not about the visitor's own ticket ("what happens to my ticket if the
+    show is rained off?")."""
+    return bool(_ASKS_EVENTS.search(question or "")) and not _OWN_BOOKING.search(question or "")
 
 SKU_KEYWORD, SKU_VECTOR = 2.0, 0.5
 PRICED_ROLES = ("product", "event")  # what a price or stock bound describes
@@ -65,6 +139,8 @@ def asked_roles(question: str, pf) -> tuple[list[str], str | None]:
         return ["event"], "a time window: events first"
     if pf is not None and (pf.price_min is not None or pf.price_max is not None or pf.in_stock):
         return list(PRICED_ROLES), "a price or stock bound: products and events first"
+    if EVENT_TILT and asks_for_events(question):
+        return ["event"], "a question for events (concerts, shows, what's on…): events first"
     return [], None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kbframework.retrieval.places import event_intent, no_events_text
+from kbframework.retrieval.places import event_intent, no_events_text, support_intent
 from kbframework.retrieval.search import Prefilter, count_candidates
 
 REASON = "no_events_in_place"
@@ -22,6 +22,8 @@ def check(s, pf: Prefilter, parts: list, query: str, mode: str) -> dict | None:
     if place is None or not isinstance(place.value, str):
         return None
     if not (event_intent(query) or pf.date_start is not None or mode == "events"):
+        return None
+    if support_intent(query):  # "I left my jacket at Armazém 7 last night": lost property, not events
         return None
     if count_candidates(s, replace(pf, roles=["event"])):
         return None

@@ -128,6 +128,20 @@ def event_intent(query: str) -> bool:
     return bool(_EVENT_WORDS.search(query))
 
 
+# something that went wrong or went missing at a place: a question for the support pages
+# (lost property, a complaint, a refund), not for the events held there
+_SUPPORT_WORDS = re.compile(
+    r"\b(?:(?:i|we|my\s+\w+)\s+(?:left|lost|forgot|dropped|mislaid)\b"
+    r"|lost\s+(?:and\s+found|property)|left\s+(?:it\s+)?behind|(?:was|were|got)\s+stolen"
+    r"|(?:is|are|went)\s+missing|complain(?:t|ts|ed)?|refunds?|harass\w*)", re.I)
+
+
+def support_intent(query: str) -> bool:
+    """The question is about something that went wrong or missing ("I left my jacket at
+    Armazém 7 last night", "lost property", "I want to complain"): support, not events."""
+    return bool(_SUPPORT_WORDS.search(query))
+
+
 def no_events_text(place: str, field: str, known_cities: list[str]) -> str:
     """The honest answer, naming where the organization's events are (from its own documents)."""
     prep = "at" if field == "venue" else "in"

@@ -326,13 +326,14 @@ def bm25_idf(df: int, n: int) -> float:
     return math.log(1.0 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
-def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[list[Hit], dict]:
+def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
+                   expansion: dict[str, float] | None = None) -> tuple[list[Hit], dict]:
     """Full text ranked by BM25 over the chunk's weighted fields (title over headings over body).
 
     ts_rank_cd knows neither how rare a word is nor how long a chunk is, so "tent" in a
     tent's title and "tent" in a line of a camping FAQ scored alike, and a question's
     commonest word could carry a passage. Here each of the question's words weighs its idf
-    in the organization (``corpus_stats.document_frequency``, cached a minute, which the
+    in the organization (``corpus_stats.document_frequency``, cached ten minutes, which the
     answerability gate reads after), term frequency saturates (k1) and is normalized by the
     chunk's length (b).
 
@@ -342,6 +343,11 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
     reads at most KEYWORD_CANDIDATES chunks. One statement, one round trip; every branch is
     scoped to the organization by the composite ``(organization_id, tsv)`` GIN index, so no
     other tenant's rows are touched.
+
+    ``expansion``: {lexeme: factor}, neighbours of the question's words from the offline
+    embedder's token table (``retrieval.expansion``); they join the any-term tier only, each
+    weighing factor × its own idf, so they find paraphrases without outranking the question's
+    own words.
 
     The matching itself is ``kbf_fulltext_match`` (migration 0008): under row-level security
     ``@@`` cannot use the index, the function can, and it applies the policy's own test to the
@@ -353,27 +359,35 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         "FROM unnest(to_tsvector('english', :q))"), {"q": query}).scalar() or []
     if not lexemes:
         return [], {"tiers": [], "lexemes": []}
-    dfs, n = document_frequency(session, pf.organization_id, list(lexemes))
+    extra = {lx: f for lx, f in (expansion or {}).items() if lx not in lexemes and f > 0}
+    dfs, n = document_frequency(session, pf.organization_id, list(lexemes) + sorted(extra))
     idf = {lx: bm25_idf(dfs.get(lx, 0), n) for lx in lexemes}
     # the rarest words first: they say most about what is asked
     terms = sorted(lexemes, key=lambda lx: (-idf[lx], lx))[:MAX_TERMS]
     quoted = ["'" + lx.replace("'", "''") + "'" for lx in terms]
+    expanded = sorted(extra, key=lambda lx: (-extra[lx], lx))[:MAX_TERMS]
+    for lx in expanded:
+        idf[lx] = bm25_idf(dfs.get(lx, 0), n) * extra[lx]
+    quoted_expanded = ["'" + lx.replace("'", "''") + "'" for lx in expanded]
     # the looser tiers look words up in the index only when they are not common (in fewer
     # than DF_CAP chunks): a common word's posting list is long (a tenth of a large
     # organization), reading it costs more than all the rest, and a chunk it alone brings in
     # ranks low anyway; when every word is common, the rarest one stands for them. In an
     # organization of a few thousand chunks no word is common, and nothing changes.
     findable = [qt for lx, qt in zip(terms, quoted) if dfs.get(lx, 0) < DF_CAP] or quoted[:1]
+    findable_any = findable + [qt for lx, qt in zip(expanded, quoted_expanded) if dfs.get(lx, 0) < DF_CAP]
+    quoted_any = quoted + quoted_expanded
     strict = "websearch_to_tsquery('english', :qtext)"
     tiers = [("all_terms", strict, [])]
     pairs = [f"({a} & {b})" for i, a in enumerate(findable[:5]) for b in findable[i + 1:5]] if len(quoted) >= 3 else []
     if pairs:
         tiers.append(("two_terms", "CAST(:tq_two AS tsquery)", [strict]))
-    if len(quoted) >= 2:
+    if len(quoted_any) >= 2:
         tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
     where, p = pf.chunk_condition("c")
-    params = {**p, "matches": None if pf.selective else MATCHES_PER_TIER, "qtext": query, "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(findable), "k": k,
-              "idf": [idf[lx] for lx in terms]}
+    params = {**p, "matches": None if pf.selective else MATCHES_PER_TIER, "qtext": query,
+              "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(findable_any), "k": k,
+              "idf": [idf[lx] for lx in terms + expanded]}
     branches = []
     for t, (name, q, earlier) in enumerate(tiers):
         not_earlier = "".join(f" AND NOT (c.tsv @@ {e})" for e in earlier)
@@ -397,7 +411,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
            "SELECT tf.tier, tf.id, tf.document_id, "
            "sum(tf.idf * tf.f * (:k1 + 1) / (tf.f + :k1 * (1 - :b + :b * tf.dl / avgdl.dl))) AS score "
            "FROM tf CROSS JOIN avgdl GROUP BY tf.tier, tf.id, tf.document_id ORDER BY score DESC, tf.id LIMIT :k")
-    params.update(tq=quoted, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
+    params.update(tq=quoted_any, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
                   k1=BM25_K1, b=BM25_B)
     rows = session.execute(bind(sql, params), params).all()
     hits: list[Hit] = []
@@ -406,8 +420,11 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20) -> tuple[lis
         per_tier[tiers[r[0]][0]] += 1
         hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]), "keyword"))
     used = [{"tier": name, "hits": c} for name, c in per_tier.items()]
-    return hits, {"tiers": used, "lexemes": terms, "idf": {lx: round(idf[lx], 3) for lx in terms},
-                  "ranking": "bm25", "queries": 1}
+    out = {"tiers": used, "lexemes": terms, "idf": {lx: round(idf[lx], 3) for lx in terms},
+           "ranking": "bm25", "queries": 1}
+    if expanded:
+        out["expanded"] = {lx: round(idf[lx], 3) for lx in expanded}
+    return hits, out
 
 
 # --------------------------------------------------------------------------- fusion

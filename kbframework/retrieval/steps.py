@@ -11,15 +11,18 @@
                         unless it overrides them; "cheaper"/"later" add a bound from what was shown
       prefilter         active, non-expired documents of the organization matching the filters
       place_check       events asked for in a place that has none: "I have no events in X", no cards
-      embed_query       once per embedding model the organization's chunks use (the keyword
-                        leg starts here, on its own connection)
+      expand_query      neighbours of the question's words from the offline embedder's token table,
+                        that the organization's chunks use, for the keyword leg's any-term tier
+      embed_query       the question's content words (no stop words), once per embedding model the
+                        organization's chunks use (the keyword leg starts here, on its own connection)
       vector_search     top k by cosine similarity, beside the keyword leg
       keyword_search    top k by BM25 over the weighted full text, on its own connection, in parallel
       listing           the matching documents, when the question is all constraints
       rrf               Σ w/(60 + rank), equal weights unless the preset or a SKU-shaped query tilts a
                         leg (the equal-weight order beside it in the trace)
       role_boost        the preset's role priority (×1.3, ×1.1), the roles the question asks for first
-                        (policy → support, time window → events, price → products); a re-rank
+                        (policy → support, time window or events asked for → events, price →
+                        products), a venue's own page ×1.3 when the venue is asked for; a re-rank
       identity          a product, SKU or title named exactly goes first
       referents         the documents a follow-up points at go first
       select_context    top N, character budget, source diversity
@@ -51,7 +54,7 @@ from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
-from kbframework.retrieval import conversation, fusion, gate, place_answer, policy, referents
+from kbframework.retrieval import conversation, expansion, fusion, gate, place_answer, policy, referents
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
                                            listing_hits, merge_parts, org_vocabulary, search_text)
 from kbframework.retrieval.identity import name_index
@@ -404,6 +407,15 @@ def _roles(s, org_id, doc_ids) -> dict:
     return {str(r[0]): r[1] for r in rows}
 
 
+def _titles(s, org_id, doc_ids) -> dict:
+    if not doc_ids:
+        return {}
+    rows = s.execute(text("SELECT id, title FROM documents "
+                          "WHERE organization_id = :org AND id = ANY(CAST(:ids AS uuid[]))"),
+                     {"org": str(org_id), "ids": list(doc_ids)}).all()
+    return {str(r[0]): r[1] for r in rows}
+
+
 def _hit(h) -> dict:
     return {"chunk_id": h.chunk_id, "document_id": h.document_id, "rank": h.rank,
             "score": round(h.score, 6), **({"model": h.model} if h.model else {})}
@@ -426,10 +438,10 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbf-keyword")
 
 
-def _keyword_leg(pf, text_q, k: int = KEYWORD_K):
+def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None):
     t0 = time.perf_counter()
     with read_session_scope() as s2:
-        hits, dbg = keyword_search(s2, pf, text_q, k=k)
+        hits, dbg = keyword_search(s2, pf, text_q, k=k, expansion=expanded)
     return hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
 
 
@@ -514,6 +526,8 @@ class Turn:
     message_id: uuid.UUID = field(default_factory=uuid.uuid4)
     done: bool = False
     place_miss: dict | None = None
+    use_expansion: bool = True
+    expansion: dict = field(default_factory=dict)
 
 
 def load_context_step(s, t: Turn):
@@ -663,13 +677,46 @@ def place_check_step(s, t: Turn):
     return t.place_miss or {"place": None}
 
 
+def expand_query_step(s, t: Turn):
+    """Neighbours of the question's words from the offline embedder's token table, kept when the
+    organization's chunks use them; the keyword leg adds them to its any-term tier."""
+    try:
+        t.expansion = expansion.expand(s, t.ctx.org.id, t.text_q)
+    except Exception as exc:  # a help for the keyword leg, never a reason to fail
+        log.warning("query expansion: %s", exc)
+        t.expansion = {}
+    words = {lx: [n["word"] for n in kept] for lx, kept in (t.expansion.get("words") or {}).items()}
+    t.debug["expansion"] = {"words": words, "weights": t.expansion.get("weights") or {}}
+    if words:
+        t.debug["explain"].append("keyword leg also looks for " + "; ".join(
+            f"{lx} → {', '.join(ns)}" for lx, ns in words.items()))
+    return t.debug["expansion"]
+
+
+VECTOR_CONTENT_ONLY = True
+
+
+def content_words(s, query: str) -> str:
+    """The query without its English stop words ("my rucksack gets drenched when it pours" →
+    "rucksack gets drenched pours"), in their order; the query itself when nothing is left."""
+    words = s.execute(text("SELECT w FROM unnest(regexp_split_to_array(:q, '\\s+')) WITH ORDINALITY AS x(w, i) "
+                           "WHERE to_tsvector('english', w) <> ''::tsvector ORDER BY i"), {"q": query or ""}).scalars().all()
+    return " ".join(words) if words else query
+
+
 def embed_query_step(s, t: Turn):
     # the keyword leg needs no vector: it starts now, on its own connection (same tenant
     # scope), and the query embedding's ledger row is written beside the searches too
     # (its own transaction; awaited by keyword_search, so it is there when the turn ends)
-    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword)
+    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
+                               (t.expansion or {}).get("weights"))
     entries: list = []
-    t.qvecs, dbg = embed_query(s, t.ctx.org.id, t.text_q, ledger=entries)
+    # the vector leg embeds the question's content words: a static model pools every token,
+    # and "my … when it …" pulls a short paraphrase toward every text that says them too
+    vtext = content_words(s, t.text_q) if VECTOR_CONTENT_ONLY else t.text_q
+    t.qvecs, dbg = embed_query(s, t.ctx.org.id, vtext, ledger=entries)
+    if vtext != t.text_q:
+        dbg["embedded_text"] = vtext
     if entries:
         t.ledger_future = _POOL.submit(contextvars.copy_context().run, lambda: [_ledger(*e) for e in entries])
     t.debug["embedding"] = dbg
@@ -730,8 +777,18 @@ def role_boost_step(s, t: Turn):
     priority, why = fusion.role_priority(t.question, t.pf, preset_priority)
     t.boosted = apply_role_boost(t.fused, roles, priority)
     t.debug["role_priority"] = priority
+    venue_pages = []
+    if fusion.VENUE_PAGE_BOOST != 1.0 and fusion.asks_for_a_venue(t.question) and (t.vocab or {}).get("venues"):
+        titles = _titles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+        pages = fusion.venue_pages(titles, roles, t.vocab["venues"])
+        if pages:
+            t.boosted = fusion.boost_venue_pages(t.boosted, pages)
+            venue_pages = sorted(pages)
+            t.debug["explain"].append(f"a question for a venue itself: its own page ×{fusion.VENUE_PAGE_BOOST}")
     out = {"role_priority": priority, "preset_priority": preset_priority,
            "moved": sum(1 for f in t.boosted if f.get("final_rank") != f.get("rank"))}
+    if venue_pages:
+        out["venue_pages"] = venue_pages
     if why:
         t.debug["explain"].append(f"{why} ({' > '.join(priority)})")
         base = apply_role_boost(t.fused, roles, preset_priority)  # what the preset alone gives
@@ -796,7 +853,8 @@ def answerability_step(s, t: Turn):
         places += [t.question[a:b] for k, v in conversation._vocab_spans(t.question, t.vocab).items()
                    if k in ("city", "venue") for a, b in v]
         feats = gate.features(s, t.ctx.org.id, t.text_q, t.boosted, t.legs, t.ctx.synonyms, places=places,
-                              floor=t.ctx.floor, named=t.identity)
+                              floor=t.ctx.floor, named=t.identity,
+                              expanded=(t.expansion or {}).get("words"))
         ok, best = gate.decide(feats, t.ctx.threshold)
         why = "the evidence clears the gate" if ok else "the evidence does not answer the question"
         # a policy question ("do I need an ID?") is answered by its policy page when that page
@@ -922,11 +980,12 @@ STEPS: tuple[Step, ...] = (
     Step("inherit_filters", inherit_filters_step, lambda t: t.kind.kind == conversation.FOLLOW_UP),
     Step("prefilter", prefilter_step),
     Step("place_check", place_check_step),
+    Step("expand_query", expand_query_step, lambda t: _searching(t) and t.use_expansion),
     Step("embed_query", embed_query_step, _searching),
     Step("vector_search", vector_search_step, _searching),
     Step("keyword_search", keyword_search_step, _searching),
     Step("listing", listing_step, lambda t: _searching(t) and t.use_filters
-         and constraint_only(t.query, t.parts, t.pf)),
+         and constraint_only(t.query, t.parts, t.pf) and not fusion.asks_for_a_venue(t.question)),
     Step("rrf", rrf_step, _searching),
     Step("role_boost", role_boost_step, _searching),
     Step("identity", identity_step, _searching),

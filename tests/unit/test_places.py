@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbframework.retrieval.places import event_intent, find_places, no_events_text
+from kbframework.retrieval.places import event_intent, find_places, no_events_text, support_intent
 
 # (question, [(name, field, matched)])
 PLACES = [
@@ -56,6 +56,17 @@ def test_the_organizations_own_place_names_are_a_place_list():
 ])
 def test_event_intent(question, expected):
     assert event_intent(question) is expected
+
+
+@pytest.mark.parametrize("question,expected", [
+    ("I left my jacket at Armazém 7 last night", True), ("we lost a phone at Club Nova on Saturday", True),
+    ("my friend dropped her keys at the bar", True), ("is there a lost property desk?", True),
+    ("I want to complain about the door staff at Club Nova", True), ("my bag was stolen at the party", True),
+    ("what's on at Armazém 7 tonight?", False), ("jazz at Club Nova on Friday", False),
+    ("tickets for the party at Club Nova", False), ("what is left at Club Nova this week?", False),
+])
+def test_support_intent(question, expected):
+    assert support_intent(question) is expected
 
 
 def test_no_events_text_names_where_the_events_are():

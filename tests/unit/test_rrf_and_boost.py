@@ -33,3 +33,47 @@ def test_role_boost_reranks_but_never_filters():
     assert len(out) == 3
     # neutral mode: no boost, order unchanged
     assert [f["chunk_id"] for f in apply_role_boost(fused, roles, [])] == [1, 2, 3]
+
+
+# --------------------------------------------------------------------------- events and venue pages
+
+import pytest  # noqa: E402
+
+from kbframework.retrieval import fusion  # noqa: E402
+
+
+@pytest.mark.parametrize("question,expected", [
+    ("upcoming concerts at Sala Farol", True), ("shows at Teatro Garrido", True),
+    ("what's happening at Estufa", True), ("any events in Alvorada?", True),
+    ("what happens to my ticket if the open-air show is rained off?", False),  # the visitor's own ticket
+    ("can I buy tickets at the door?", False), ("is the club step-free?", False), ("address of Armazém 7", False),
+    ("lantern festival paper lantern", False), ("a party dress", False),  # products named so
+])
+def test_asks_for_events(question, expected):
+    assert fusion.asks_for_events(question) is expected
+
+
+@pytest.mark.parametrize("question,expected", [
+    ("address of Armazém 7", True), ("jazz club in Vale Dourado", True), ("how do I get to Sala Farol?", True),
+    ("the venue in the converted power station", True), ("where is Teatro Maré?", True),
+    ("upcoming concerts at Sala Farol", False),  # events held there
+    ("cheaper theatre seats for students?", False),  # a price, not a place
+    ("what ID do I need to get into a club night?", False),  # a rule
+    ("a warm sleeping bag", False),
+])
+def test_asks_for_a_venue(question, expected):
+    assert fusion.asks_for_a_venue(question) is expected
+
+
+def test_venue_pages_are_the_non_event_documents_whose_title_names_a_venue():
+    titles = {"a": "Armazém 7 — venue information", "b": "Armazém 7 Turns Nine — 12-Hour Party",
+              "c": "Paying at the Venues", "d": "Armazem 70 Bar"}
+    roles = {"a": "support", "b": "event", "c": "support", "d": "article"}
+    assert fusion.venue_pages(titles, roles, ["Armazém 7", "Sala Farol"]) == {"a"}
+
+
+def test_boost_venue_pages_reranks_and_never_filters():
+    fused = apply_role_boost(rrf({"vector": hits("vector", [1, 2, 3])}), {}, [])
+    out = fusion.boost_venue_pages(fused, {"d2"}, factor=1.3)
+    assert [f["chunk_id"] for f in out] == [2, 1, 3] and [f["final_rank"] for f in out] == [1, 2, 3]
+    assert fusion.boost_venue_pages(fused, set()) == fused
