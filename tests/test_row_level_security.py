@@ -176,3 +176,16 @@ def test_the_full_text_functions_answer_only_for_the_transactions_organization(t
         assert conn.execute(text(
             "SELECT bool_and(r.rolsuper OR r.rolbypassrls) FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner "
             "WHERE p.proname LIKE 'kbf_fulltext_%'")).scalar() is True
+
+
+def test_the_words_an_organization_uses_are_its_own(two_orgs):
+    """``corpus_stats.words_used`` (the question expansion's filter) asks the full-text index
+    whether any chunk of the organization has a word, through the same guarded function."""
+    from kbframework.retrieval.corpus_stats import forget_counts, words_used
+
+    org, other, ours, theirs = two_orgs
+    forget_counts()
+    with tenancy.organization(org["id"]), session_scope() as s:
+        assert words_used(s, org["id"], ["note", "secret", "zebra"]) == {"note"}  # "secret" is theirs
+    with tenancy.organization(other["id"]), session_scope() as s:
+        assert words_used(s, other["id"], ["note", "secret"]) == {"note", "secret"}

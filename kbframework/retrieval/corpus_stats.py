@@ -21,6 +21,7 @@ DF_CAP = 2000  # a word in more chunks than this is common: its idf is near the 
 
 _models: dict = {}
 _df: dict = {}
+_used: dict = {}
 _lock = threading.Lock()
 
 
@@ -46,10 +47,12 @@ def forget_counts(org_id=None) -> None:
         if org_id is None:
             _models.clear()
             _df.clear()
+            _used.clear()
         else:
             _models.pop(str(org_id), None)
-            for k in [k for k in _df if k[0] == str(org_id)]:
-                del _df[k]
+            for cache in (_df, _used):
+                for k in [k for k in cache if k[0] == str(org_id)]:
+                    del cache[k]
 
 
 on_ingested(forget_counts)  # new chunks make the cached counts stale
@@ -78,3 +81,35 @@ def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:
                 out[lx] = int(n)
                 _df[(key, lx)] = (now, int(n))
     return out, sum(org_models(session, org_id).values())
+
+
+def words_used(session, org_id, lexemes: list[str]) -> set[str]:
+    """The lexemes at least one of the organization's chunks uses. The question expansion asks
+    this of a hundred or more candidate words: one matching chunk answers it, where a count
+    reads up to DF_CAP of them (at 40,000 chunks, 135 ms against a few for the whole list)."""
+    key = str(org_id)
+    now = time.monotonic()
+    out, missing = set(), []
+    with _lock:
+        for lx in lexemes:
+            hit = _used.get((key, lx))
+            if hit and now - hit[0] < DF_TTL:
+                if hit[1]:
+                    out.add(lx)
+            elif (key, lx) in _df and now - _df[(key, lx)][0] < DF_TTL:
+                if _df[(key, lx)][1]:
+                    out.add(lx)
+            else:
+                missing.append(lx)
+    if missing:
+        rows = session.execute(text(
+            "SELECT lexeme, df FROM kbf_fulltext_df(CAST(:org AS uuid), CAST(:lx AS text[]), 1)"),
+            {"org": key, "lx": missing}).all()
+        with _lock:
+            if len(_used) > 50000:
+                _used.clear()
+            for lx, n in rows:
+                _used[(key, lx)] = (now, bool(n))
+                if n:
+                    out.add(lx)
+    return out

@@ -173,7 +173,8 @@ def _stems(session, words: list[str]) -> dict[str, tuple[str, ...]]:
 def expand(session, org_id, query: str) -> dict:
     """The expansion of one question: {"words": {lexeme: [{word, lexeme, similarity}]},
     "weights": {lexeme: factor}}; empty when WordLlama is not installed."""
-    from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS, document_frequency
+    from kbframework.retrieval.corpus_stats import words_used
+    from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
 
     table = token_table()
     if table is None or not query:
@@ -201,6 +202,6 @@ def expand(session, org_id, query: str) -> dict:
     n_stems = _stems(session, sorted({n for c in near.values() for n, _ in c}))
     candidates = {lx: [(n, n_stems[n][0], s) for n, s in c if len(n_stems[n]) == 1] for lx, c in near.items()}
     all_lx = sorted({c[1] for cs in candidates.values() for c in cs})
-    df, _ = document_frequency(session, org_id, all_lx) if all_lx else ({}, 0)
-    kept = pick(candidates, q_lex, df, NEUTRAL)
+    used = words_used(session, org_id, all_lx) if all_lx else set()
+    kept = pick(candidates, q_lex, {lx: 1 for lx in used}, NEUTRAL)
     return {"words": kept, "weights": weights(kept), "available": True}
