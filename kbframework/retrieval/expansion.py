@@ -22,6 +22,7 @@ document-frequency look-ups of its neighbours.
 """
 from __future__ import annotations
 
+import logging
 import re
 import threading
 
@@ -36,6 +37,7 @@ _SEARCH = 24  # nearest tokens looked at per word before the organization's filt
 _WORD_TOKEN = re.compile(r"^[a-z]{3,}$")
 _lock = threading.Lock()
 _table: dict = {}
+log = logging.getLogger("kbframework.retrieval")
 
 
 def token_table():
@@ -53,7 +55,8 @@ def token_table():
                 _table["t"] = None
                 return None
             full = map_tensor(root / "weights" / "l2_supercat_256.safetensors", WEIGHTS)
-        except Exception:  # a broken wheel: no expansion, the searches still run
+        except Exception as exc:  # a broken wheel: no expansion, the searches still run
+            log.warning("query expansion is off: the WordLlama token table could not be read (%s)", exc)
             _table["t"] = None
             return None
         ids, words = [], []
