@@ -112,15 +112,14 @@ def run(n_big: int = 10_000, n_small: int = 100, n_questions: int = 200) -> dict
     # retrieval latency (no LLM) and recall@20 of the vector leg against an exact scan
     from kbframework.hooks import registry
     from kbframework.retrieval.answer import _POOL, _keyword_leg, embed_query
-    from kbframework.retrieval.search import (Prefilter, ensure_vector_index, forget_counts, keyword_search,
-                                              rrf, vector_search)
+    from kbframework.retrieval import vector_index
+    from kbframework.retrieval.search import Prefilter, forget_counts, keyword_search, rrf, vector_search
 
     forget_counts()
     provider = registry.embedder()
-    with session_scope() as s:
-        t = time.perf_counter()
-        ensure_vector_index(s, provider.model, provider.dim)
-        result["hnsw_build_seconds"] = round(time.perf_counter() - t, 2)
+    t = time.perf_counter()  # the product's post-load step (`kbf db indexes --build`)
+    vector_index.ensure_all()
+    result["hnsw_build_seconds"] = round(time.perf_counter() - t, 2)
     questions = [rng.choice(pool)[:80] for _ in range(n_questions)]
     for label, o in orgs.items():
         lat, recall_auto, recall_hnsw, plans = [], [], [], set()

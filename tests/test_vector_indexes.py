@@ -1,5 +1,6 @@
-"""The product builds and shows its own vector indexes, and the HNSW path (iterative index
-scan, exact re-rank) returns what an exact scan of the organization returns."""
+"""The product builds and shows its own vector indexes, one per organization that outgrows an
+exact scan, and the HNSW path (iterative index scan, exact re-rank) returns what an exact scan
+of the organization returns."""
 import json
 import os
 import subprocess
@@ -7,7 +8,34 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 KBF = str(Path(sys.executable).parent / "kbf")
+LIMIT = 50  # KB_EXACT_SCAN_MAX_ROWS in these tests: the 60-chunk seed outgrows it, a 20-chunk one does not
+
+
+@pytest.fixture(autouse=True)
+def small_exact_scan(monkeypatch, kb_services):
+    """An organization above 50 chunks gets its own index (the product's default is 20,000),
+    in this process and in every `kbf` it starts; and no index left by an earlier test."""
+    from sqlalchemy import text
+
+    from kbframework.config import reset_config
+    from kbframework.db import get_engine
+    from kbframework.retrieval import vector_index
+
+    monkeypatch.setenv("KB_EXACT_SCAN_MAX_ROWS", str(LIMIT))
+    reset_config()
+    with get_engine().connect() as conn:
+        for (old,) in conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'chunks' "
+                                        "AND indexname LIKE 'ix_chunks_hnsw_%'")).all():
+            conn.execute(text(f"DROP INDEX IF EXISTS {old}"))
+        conn.commit()
+    vector_index.forget()
+    yield
+    monkeypatch.delenv("KB_EXACT_SCAN_MAX_ROWS")
+    reset_config()
+    vector_index.forget()
 
 
 def kbf(*args, env, check=True):
@@ -15,6 +43,11 @@ def kbf(*args, env, check=True):
     if check and r.returncode != 0:
         raise AssertionError(f"kbf {' '.join(args)} failed ({r.returncode}): {r.stderr}{r.stdout}")
     return r
+
+
+def _env(kb_services):
+    return {"KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": "",
+            "KB_EXACT_SCAN_MAX_ROWS": str(LIMIT)}
 
 
 def _seed(org_id, n=60):
@@ -44,25 +77,24 @@ def test_ingestion_queues_the_index_and_kbf_db_indexes_shows_and_rebuilds_it(kb_
     from kbframework.hooks import registry
     from kbframework.retrieval import vector_index
 
-    env = {"KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
+    env = _env(kb_services)
     model = registry.embedder().model
-    name = vector_index.index_name(model)
-    with get_engine().connect() as conn:  # a clean slate: earlier tests' models left their indexes
-        for (old,) in conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'chunks' "
-                                        "AND indexname LIKE 'ix_chunks_hnsw_%'")).all():
-            conn.execute(text(f"DROP INDEX IF EXISTS {old}"))
-        conn.commit()
-    vector_index.forget()
+    name = vector_index.index_name(model, kb_org["id"])
     assert all(r.action == "indexed" for r in _seed(kb_org["id"]))
     rows = json.loads(kbf("db", "indexes", "--json", env=env).stdout)
-    assert [(r["name"], r["state"]) for r in rows] == [(name, "missing")]
+    assert [(r["name"], r["organization"], r["rows"], r["state"]) for r in rows] == [
+        (name, kb_org["slug"], 60, "missing")]
     kb_drain()  # the worker builds it, behind the load
     rows = json.loads(kbf("db", "indexes", "--json", env=env).stdout)
-    assert [(r["name"], r["model"], r["dim"], r["state"]) for r in rows] == [(name, model, 256, "valid")]
+    assert [(r["name"], r["organization_id"], r["model"], r["dim"], r["state"]) for r in rows] == [
+        (name, kb_org["id"], model, 256, "valid")]
     assert rows[0]["bytes"] > 0
+    listing = kbf("db", "indexes", env=env).stdout
+    assert name in listing and kb_org["slug"] in listing and "60 chunks" in listing and "valid" in listing
     with get_engine().connect() as conn:
         definition = conn.execute(text("SELECT pg_get_indexdef(CAST(:n AS regclass))"), {"n": name}).scalar()
     assert "hnsw" in definition and "halfvec(256)" in definition and model in definition
+    assert f"organization_id = '{kb_org['id']}'::uuid" in definition
     out = kbf("db", "indexes", "--rebuild", name, env=env).stdout
     assert f"rebuilt {name}" in out and "valid" in out
     r = kbf("db", "indexes", "--rebuild", "ix_nope", env=env, check=False)
@@ -81,7 +113,7 @@ def test_hnsw_path_with_iterative_scan_matches_the_exact_scan(kb_org, kb_drain):
     provider = registry.embedder()
     vec = provider.embed_batch(["can I return a dress I bought?"])[0]
     with session_scope() as s:
-        assert vector_index.has_index(s, provider.model)
+        assert vector_index.has_index(s, provider.model, kb_org["id"])
         pf = Prefilter(organization_id=kb_org["id"], now=datetime.now(timezone.utc))
         exact, plan_e = vector_search(s, pf, provider.model, provider.dim, vec, k=10, force="exact")
         hnsw, plan_h = vector_search(s, pf, provider.model, provider.dim, vec, k=10, force="hnsw")
@@ -90,11 +122,12 @@ def test_hnsw_path_with_iterative_scan_matches_the_exact_scan(kb_org, kb_drain):
         s.execute(text("SET LOCAL enable_seqscan = off"))  # a tiny table: show that the expression matches
         s.execute(text("SET LOCAL enable_sort = off"))
         explain = s.execute(text(
-            "EXPLAIN SELECT id FROM chunks WHERE embedding_model = :m ORDER BY "
+            "EXPLAIN SELECT id FROM chunks WHERE embedding_model = :m AND organization_id = :org ORDER BY "
             "(embedding_half::halfvec(256)) <=> CAST(:q AS halfvec(256)) LIMIT 10"),
-            {"m": provider.model, "q": "[" + ",".join(str(float(x)) for x in vec) + "]"}).all()
+            {"m": provider.model, "org": kb_org["id"],
+             "q": "[" + ",".join(str(float(x)) for x in vec) + "]"}).all()
     assert plan_h["plan"] == "hnsw" and plan_h["iterative_scan"] == "relaxed_order" and plan_e["plan"] == "exact"
-    assert any(vector_index.index_name(provider.model) in line[0] for line in explain)
+    assert any(vector_index.index_name(provider.model, kb_org["id"]) in line[0] for line in explain)
     assert [h.chunk_id for h in hnsw] == [h.chunk_id for h in exact]
     assert all(abs(a.score - b.score) < 1e-6 for a, b in zip(hnsw, exact))  # re-ranked on full precision
 
@@ -108,9 +141,9 @@ def test_kbf_db_indexes_build_sees_the_chunks_through_row_level_security(kb_org,
     from kbframework.hooks import registry
     from kbframework.retrieval import vector_index
 
-    env = {"KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
+    env = _env(kb_services)
     model = registry.embedder().model
-    name = vector_index.index_name(model)
+    name = vector_index.index_name(model, kb_org["id"])
     _seed(kb_org["id"])
     kb_drain()
     with get_engine().connect() as conn:  # the worker built it: start again without one
@@ -123,7 +156,7 @@ def test_kbf_db_indexes_build_sees_the_chunks_through_row_level_security(kb_org,
     assert [(r["name"], r["state"]) for r in rows] == [(name, "valid")]
     with get_engine().connect() as conn:  # an index from older build parameters is brought up to date
         conn.execute(text(f"DROP INDEX {name}"))
-        conn.execute(text(vector_index.create_sql(model, 256, concurrently=False).replace(
+        conn.execute(text(vector_index.create_sql(model, 256, kb_org["id"], concurrently=False).replace(
             f"ef_construction = {vector_index.HNSW_EF_CONSTRUCTION}", "ef_construction = 32")))
         conn.commit()
     kbf("db", "indexes", "--rebuild", name, env=env)
@@ -148,15 +181,17 @@ def test_the_three_vector_plans_return_the_same_hits(kb_org, kb_drain):
     vec = provider.embed_batch(["techno night at the bunker"])[0]
     with session_scope() as s:
         pf = Prefilter(organization_id=kb_org["id"], now=datetime.now(timezone.utc))
-        assert vector_plan(s, pf, provider.model) == "exact"  # not counted, not selective
+        # 60 chunks, more than an exact scan serves here: its own index, the pre-filter not counted
+        assert vector_plan(s, pf, provider.model) == "hnsw"
+        assert vector_plan(s, pf, provider.model, force="exact") == "exact"  # not counted, not selective
         assert count_candidates(s, pf) == 60 < PREFILTER_CAP
         assert vector_plan(s, pf, provider.model) == "exact_documents"  # few documents pass
         by_docs, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10)
         assert note["access"] == "exact_documents"
         pf.counted = None
-        by_chunks, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10)
+        by_chunks, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10, force="exact")
         assert note["access"] == "exact"
-        hnsw, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10, force="hnsw")
+        hnsw, note = vector_search(s, pf, provider.model, provider.dim, vec, k=10)
         assert note["access"] == "hnsw"
     assert len(by_docs) == 10
     assert [h.chunk_id for h in by_docs] == [h.chunk_id for h in by_chunks] == [h.chunk_id for h in hnsw]
@@ -195,3 +230,73 @@ def test_the_index_build_memory_grows_with_the_rows_and_stays_bounded(monkeypatc
     assert mb(50_000_000, 1536) <= 4096
     monkeypatch.setenv("KB_INDEX_BUILD_MEMORY", "512MB")
     assert build_memory(1_000_000, 256) == "512MB"
+
+
+def test_only_an_organization_that_outgrows_an_exact_scan_gets_an_index_of_its_own(kb_org, kb_drain):
+    """A small organization's chunks are scanned exactly and its writes touch no graph; the
+    large one's index holds its rows only, so its walk never wades through another tenant's."""
+    from sqlalchemy import text
+
+    from kbframework.db import get_engine, session_scope
+    from kbframework.hooks import registry
+    from kbframework.orgs.accounts import create_org
+    from kbframework.retrieval import vector_index
+    from kbframework.retrieval.search import Prefilter, forget_counts, vector_plan, vector_search
+
+    with session_scope() as s:
+        small = str(create_org(s, "Small Org", "Europe/Belgrade", "small-org").id)
+    _seed(kb_org["id"])
+    _seed(small, n=20)
+    kb_drain()
+    forget_counts()
+    provider = registry.embedder()
+    big_name, small_name = (vector_index.index_name(provider.model, o) for o in (kb_org["id"], small))
+    with get_engine().connect() as conn:
+        names = set(vector_index.existing(conn))
+    assert big_name in names and small_name not in names
+    vec = provider.embed_batch(["gift cards and vouchers"])[0]
+    with session_scope() as s:
+        for org, want in ((kb_org["id"], "hnsw"), (small, "exact")):
+            pf = Prefilter(organization_id=org, now=datetime.now(timezone.utc))
+            assert vector_plan(s, pf, provider.model) == want
+            hits, _ = vector_search(s, pf, provider.model, provider.dim, vec, k=5)
+            assert hits
+            owned = {str(d) for (d,) in s.execute(text("SELECT id FROM documents WHERE organization_id = :o"),
+                                                   {"o": org}).all()}
+            assert {h.document_id for h in hits} <= owned
+        s.execute(text("SET LOCAL enable_seqscan = off"))
+        explain = "\n".join(r[0] for r in s.execute(text(
+            "EXPLAIN SELECT id FROM chunks WHERE embedding_model = :m AND organization_id = :org ORDER BY "
+            "(embedding_half::halfvec(256)) <=> CAST(:q AS halfvec(256)) LIMIT 10"),
+            {"m": provider.model, "org": small, "q": "[" + ",".join(str(float(x)) for x in vec) + "]"}).all())
+    assert big_name not in explain  # another organization's index cannot answer for the small one
+
+
+def test_kbf_db_indexes_build_drops_what_no_longer_serves(kb_org, kb_drain, kb_services):
+    """An earlier release's index over every organization is superseded once each organization
+    has its own; a deleted organization's index goes with it."""
+    from sqlalchemy import text
+
+    from kbframework.db import get_engine
+    from kbframework.hooks import registry
+    from kbframework.orgs.lifecycle import delete_organization
+    from kbframework.retrieval import vector_index
+
+    env = _env(kb_services)
+    model = registry.embedder().model
+    _seed(kb_org["id"])
+    kb_drain()
+    shared, own = vector_index.index_name(model), vector_index.index_name(model, kb_org["id"])
+    with get_engine().connect() as conn:
+        conn.execute(text(vector_index.create_sql(model, 256, concurrently=False)))  # as an earlier release made it
+        conn.commit()
+    rows = {r["name"]: r["state"] for r in json.loads(kbf("db", "indexes", "--json", env=env).stdout)}
+    assert rows == {own: "valid", shared: "superseded"}
+    out = kbf("db", "indexes", "--build", env=env).stdout
+    assert f"{shared}: dropped (superseded)" in out and f"{own}: already valid" in out
+    rows = {r["name"]: r["state"] for r in json.loads(kbf("db", "indexes", "--json", env=env).stdout)}
+    assert rows == {own: "valid"}
+    gone = delete_organization(kb_org["id"])
+    assert gone["vector_indexes"] == [own]
+    with get_engine().connect() as conn:
+        assert own not in vector_index.existing(conn)

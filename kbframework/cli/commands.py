@@ -277,7 +277,9 @@ def db_downgrade(revision):
 @click.option("--rebuild", metavar="NAME", default=None, help="REINDEX one index CONCURRENTLY")
 @click.option("--json", "as_json", is_flag=True)
 def db_indexes(build_missing, rebuild, as_json):
-    """The vector indexes: one HNSW index per embedding model in use, with size and state."""
+    """The vector indexes: one HNSW index per organization and embedding model, for each
+    organization with more chunks of the model than an exact scan serves
+    (KB_EXACT_SCAN_MAX_ROWS), with its chunks, size and state."""
     from kbframework.db import get_engine
     from kbframework.retrieval import vector_index
 
@@ -286,22 +288,29 @@ def db_indexes(build_missing, rebuild, as_json):
         click.echo(f"rebuilt {res['name']} in {res['seconds']} s")
     if build_missing:
         for res in vector_index.ensure_all():
-            click.echo(f"{res['name']}: {'built in ' + str(res['seconds']) + ' s' if res['built'] else 'already valid'}")
+            done = ("built in " + str(res["seconds"]) + " s" if res["built"]
+                    else f"dropped ({res['dropped']})" if res.get("dropped") else "already valid")
+            click.echo(f"{res['name']}: {done}")
     with get_engine().connect() as conn:
         rows = vector_index.status(conn)
     if as_json:
         return out_json(rows)
     if not rows:
-        click.echo("no embedding model has chunks yet: no vector index is needed")
+        click.echo(f"no organization has more than {vector_index.threshold()} chunks of one model: "
+                   "every search is an exact scan, no vector index is needed")
         return
     for r in rows:
         size = f"{r['bytes'] / 1048576:.1f} MB"
         extra = ""
         if r["progress"]:
             extra = f" ({r['progress']['phase']}, {r['progress']['tuples_done']}/{r['progress']['tuples_total']})"
-        click.echo(f"{r['name']}\t{r['model'] or '(no chunks)'}\t{r['dim'] or '-'}\t{r['state']}{extra}\t{size}")
-    if any(r["state"] in ("missing", "invalid") for r in rows) and not build_missing:
-        click.echo("run `kbf db indexes --build` to build the missing ones", err=True)
+        org = r["organization"] or r["organization_id"] or "(every organization)"
+        chunks = "-" if r["rows"] is None else f"{r['rows']} chunks"
+        click.echo(f"{r['name']}\t{org}\t{r['model'] or '-'}\t{r['dim'] or '-'}\t{chunks}\t"
+                   f"{r['state']}{extra}\t{size}")
+    if any(r["state"] in ("missing", "invalid", "superseded", "unused") for r in rows) and not build_missing:
+        click.echo("run `kbf db indexes --build` to build the missing ones and drop the ones no longer used",
+                   err=True)
 
 
 # --------------------------------------------------------------------------- orgs and users

@@ -233,10 +233,10 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
             marked.update(did for did, _ in failed)
             writer.write(work)
             embedded += work
-        # beside the last writes rather than after them (a model's index is asked for even if
-        # its documents' writes fail: the build finds what there is)
-        writer.also(_record_usage, usage)
-        writer.also(_index_new_models, embedded)
+        writer.also(_record_usage, usage)  # beside the last writes rather than after them
+    # after the writes: whether an organization outgrew an exact scan is counted on its chunks
+    # as committed (an index is asked for even if some writes failed: the build finds what there is)
+    _index_new_models(embedded)
     _store_traces({k: r for k, r in results.items() if r.action != "indexed"})
     return [results.get(str(d)) or IngestResult(str(d), "skipped") for d in document_ids]
 
@@ -423,16 +423,19 @@ def _write(works: list[_Work]) -> None:
 
 
 def _index_new_models(written: list[_Work]) -> None:
-    """A model that has no vector index yet gets one, built after the rest of the load."""
-    models = {w.provider.model: int(w.vectors.shape[1]) for w in written
-              if w.vectors is not None and len(w.vectors)}
-    if not models:
+    """An organization that this load took past the exact-scan size for a model gets its own
+    vector index, built after the rest of the load."""
+    loaded: dict[str, dict[str, int]] = {}
+    for w in written:
+        if w.vectors is not None and len(w.vectors):
+            loaded.setdefault(str(w.org_id), {})[w.provider.model] = int(w.vectors.shape[1])
+    if not loaded:
         return
     try:
         from kbframework.retrieval.vector_index import after_load
 
         with session_scope() as s:
-            after_load(s, models)
+            after_load(s, loaded)
     except Exception as exc:  # searching works without the index (exact scans); say so
         log.warning("could not arrange the vector index build: %s", exc)
 

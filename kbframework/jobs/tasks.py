@@ -29,13 +29,31 @@ def refresh_statistics_job(deferrals: int = 0) -> dict:
     return refresh_statistics_queued(deferrals)
 
 
-def build_vector_index_job(model: str, dim: int) -> dict:
-    """Build a model's HNSW index once the load that brought the model is written."""
+def build_vector_index_job(model: str, dim: int, org: str | None = None) -> dict:
+    """Build an organization's HNSW index for a model once the load that took it past the
+    exact-scan size is written (a job queued by an earlier release names no organization:
+    then every organization that needs one gets it)."""
     boot()
-    from kbframework.retrieval.vector_index import build
+    from kbframework.retrieval import vector_index
 
-    with tenancy.system("build a model's vector index over every organization's chunks"):
-        return build(model, dim)
+    with tenancy.system("build the vector index of an organization's chunks (CREATE INDEX CONCURRENTLY)"):
+        if org is None:
+            return {"built": vector_index.ensure_all()}
+        result = vector_index.build(model, dim, org)
+        if result["built"]:
+            with vector_index._autocommit_conn() as conn:
+                vector_index.analyze(conn)
+        return result
+
+
+def drop_organization_vector_indexes_job(org_id: str) -> list[str]:
+    """Drop a deleted organization's own vector indexes (organization deletion calls it
+    in place; a job so that an operator's script can queue it too)."""
+    boot()
+    from kbframework.retrieval.vector_index import drop_for_organization
+
+    with tenancy.system("drop a deleted organization's vector indexes"):
+        return drop_for_organization(org_id)
 
 
 def sync_source_job(source_id: str, kind: str = "incremental") -> dict:

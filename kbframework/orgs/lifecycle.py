@@ -85,10 +85,26 @@ def _delete_organization(org_id) -> dict:
         except OSError as exc:
             log.warning("could not remove %s: %s", path, exc)
     keys = delete_redis_keys(ids["organization"] + ids["sources"] + ids["keys"])
-    log.warning("organization %s (%s) deleted: %d users, %d files, %d Redis keys, %d jobs", slug, org_id,
-                len(lonely), len(files), keys, jobs)
+    indexes = _drop_vector_indexes(org_id)
+    log.warning("organization %s (%s) deleted: %d users, %d files, %d Redis keys, %d jobs, %d vector indexes",
+                slug, org_id, len(lonely), len(files), keys, jobs, len(indexes))
     return {"organization": slug, "id": str(org_id), "users": len(lonely), "files": files, "redis_keys": keys,
-            "jobs": jobs, "sources": len(ids["sources"]), "documents": len(ids["documents"])}
+            "jobs": jobs, "sources": len(ids["sources"]), "documents": len(ids["documents"]),
+            "vector_indexes": indexes}
+
+
+def _drop_vector_indexes(org_id) -> list[str]:
+    """The organization's own vector indexes: their predicate names it, so nothing else
+    would ever drop them (an empty index still costs every insert a predicate test)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kbframework.jobs.tasks import drop_organization_vector_indexes_job
+
+    try:
+        return drop_organization_vector_indexes_job(str(org_id))
+    except SQLAlchemyError as exc:  # the rows are gone; `kbf db indexes --build` drops it later
+        log.warning("could not drop the vector indexes of organization %s: %s", org_id, exc)
+        return []
 
 
 def delete_redis_keys(ids: list[str]) -> int:

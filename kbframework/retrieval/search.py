@@ -3,14 +3,14 @@
 The multi-tenant trap (DESIGN.md): an HNSW scan filtered by organization returns at most
 ``ef_search`` candidates *before* the filter, so a small organization in a big table loses
 recall. Per query: an exact scan of the organization's own rows when it holds few chunks
-for the model (or the pre-filter is selective), else the model's HNSW index with pgvector
-0.8's iterative index scan (``hnsw.iterative_scan = relaxed_order``), which keeps walking
-the graph until enough rows pass the tenant filter. Both paths read the compact
-``embedding_half`` kept in the row, take a few times k candidates and re-rank them by the
-exact full-precision distance. Each embedding model has its own partial expression index
-``(embedding_half::halfvec(dim)) WHERE embedding_model = '<model>'``
-(``retrieval.vector_index``); the HNSW path repeats that expression exactly, and the exact
-path deliberately does not.
+for the model (or the pre-filter is selective), else the organization's own HNSW index for
+the model (``retrieval.vector_index``: a partial expression index ``(embedding_half::halfvec(dim))
+WHERE embedding_model = '<model>' AND organization_id = '<org>'``, which the literal conditions
+here let the planner choose), walked with pgvector 0.8's iterative index scan
+(``hnsw.iterative_scan = relaxed_order``) so a selective pre-filter still gets enough rows.
+Both paths read the compact ``embedding_half`` kept in the row, take a few times k
+candidates and re-rank them by the exact full-precision distance. The HNSW path repeats the
+index expression exactly, and the exact path deliberately does not.
 """
 from __future__ import annotations
 
@@ -187,19 +187,6 @@ def count_candidates(session, pf: Prefilter, cap: int = PREFILTER_CAP) -> int:
 
 # --------------------------------------------------------------------------- vector leg
 
-def index_name(model: str) -> str:
-    from kbframework.retrieval.vector_index import index_name as _name
-
-    return _name(model)
-
-
-def ensure_vector_index(conn, model: str, dim: int) -> None:
-    """Build the model's index now (``vector_index.build``); kept for older callers."""
-    from kbframework.retrieval.vector_index import build
-
-    build(model, dim)
-
-
 def _max_scan_tuples() -> int:
     """How far an iterative scan may walk before giving up (pgvector's default is 20,000)."""
     import os
@@ -214,8 +201,8 @@ RERANK_FACTOR = 2  # candidates fetched per wanted hit, then re-ranked by the ex
 
 
 def vector_plan(session, pf: Prefilter, model: str, force: str | None = None) -> str:
-    """Which of the three plans answers: ``hnsw`` (the model's index, iterative scan, the
-    pre-filter probed per candidate) for an organization with more than
+    """Which of the three plans answers: ``hnsw`` (the organization's own index for the model,
+    iterative scan, the pre-filter probed per candidate) for an organization with more than
     ``KB_EXACT_SCAN_MAX_ROWS`` chunks of the model whose pre-filter lets many documents
     through; ``exact_documents`` (the documents that pass, then their chunks) when few pass;
     ``exact`` (every chunk of the organization, each probing its document) otherwise. "Few"
@@ -229,7 +216,7 @@ def vector_plan(session, pf: Prefilter, model: str, force: str | None = None) ->
     if force == "exact":
         return "exact_documents" if few else "exact"
     n = org_models(session, pf.organization_id).get(model, 0)
-    if n > get_config().exact_scan_max_rows and not few and has_index(session, model):
+    if n > get_config().exact_scan_max_rows and not few and has_index(session, model, pf.organization_id):
         return "hnsw"
     return "exact_documents" if few else "exact"
 
