@@ -56,7 +56,9 @@ def _quote(value: str) -> str:
 def create_sql(model: str, dim: int, org=None, *, concurrently: bool = True) -> str:
     where = f"embedding_model = {_quote(model)}"
     if org is not None:
-        where += f" AND organization_id = {_quote(org)}::uuid"
+        # the organization first: the build tests the predicate on every row of the table, and
+        # the model's name sits in TOAST (read only for the organization's own rows this way)
+        where = f"organization_id = {_quote(org)}::uuid AND {where}"
     return (f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS {index_name(model, org)} "
             f"ON chunks USING hnsw ((embedding_half::halfvec({int(dim)})) halfvec_cosine_ops) "
             f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE {where}")
