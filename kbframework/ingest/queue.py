@@ -191,7 +191,13 @@ def analyze_now() -> bool:
         with get_engine().begin() as conn, tenancy.owner(conn):  # the tenant role may not ANALYZE
             conn.execute(text("ANALYZE chunks"))
             conn.execute(text("ANALYZE documents"))
-        return True
     except (SQLAlchemyError, KBError) as exc:  # statistics are an optimisation: never fail ingestion
         log.warning("could not refresh planner statistics: %s", exc)
         return False
+    try:
+        from kbframework.retrieval.term_stats import refresh_stale_term_stats
+
+        refresh_stale_term_stats()  # the keyword ranking's stored word counts of large organizations
+    except (SQLAlchemyError, KBError) as exc:  # counted on first sight meanwhile, as without them
+        log.warning("could not refresh the stored word counts: %s", exc)
+    return True

@@ -58,8 +58,17 @@ def forget_counts(org_id=None) -> None:
 on_ingested(forget_counts)  # new chunks make the cached counts stale
 
 
+# a word's stored count when the organization has them (``term_stats``, the large ones), else
+# counted on the full-text index; the count runs only for the words the table does not hold
+STORED_OR_COUNTED = (
+    "SELECT l.lexeme, coalesce(ts.df, (SELECT f.df FROM kbf_fulltext_df(CAST(:org AS uuid), ARRAY[l.lexeme], {cap}) f)) "
+    "FROM unnest(CAST(:lx AS text[])) AS l(lexeme) "
+    "LEFT JOIN term_stats ts ON ts.organization_id = CAST(:org AS uuid) AND ts.lexeme = l.lexeme")
+
+
 def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:
-    """({lexeme: chunks containing it, capped at DF_CAP}, embedded chunks of the organization)."""
+    """({lexeme: chunks containing it}, embedded chunks of the organization): stored for a
+    large organization (``term_stats``), else counted up to DF_CAP."""
     key = str(org_id)
     now = time.monotonic()
     out, missing = {}, []
@@ -71,9 +80,8 @@ def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:
             else:
                 missing.append(lx)
     if missing:
-        rows = session.execute(text(
-            "SELECT lexeme, df FROM kbf_fulltext_df(CAST(:org AS uuid), CAST(:lx AS text[]), :cap)"),
-            {"org": key, "lx": missing, "cap": DF_CAP}).all()
+        rows = session.execute(text(STORED_OR_COUNTED.format(cap=":cap")),
+                               {"org": key, "lx": missing, "cap": DF_CAP}).all()
         with _lock:
             if len(_df) > 50000:
                 _df.clear()
@@ -102,9 +110,7 @@ def words_used(session, org_id, lexemes: list[str]) -> set[str]:
             else:
                 missing.append(lx)
     if missing:
-        rows = session.execute(text(
-            "SELECT lexeme, df FROM kbf_fulltext_df(CAST(:org AS uuid), CAST(:lx AS text[]), 1)"),
-            {"org": key, "lx": missing}).all()
+        rows = session.execute(text(STORED_OR_COUNTED.format(cap="1")), {"org": key, "lx": missing}).all()
         with _lock:
             if len(_used) > 50000:
                 _used.clear()
@@ -113,3 +119,4 @@ def words_used(session, org_id, lexemes: list[str]) -> set[str]:
                 if n:
                     out.add(lx)
     return out
+

@@ -302,7 +302,8 @@ def rebuild(name: str) -> dict:
 
 
 def ensure_all(conn=None) -> list[dict]:
-    """Build every missing or invalid index, then drop the ones that serve nobody: the
+    """Build every missing or invalid index, refresh the stored word counts of the large
+    organizations that changed (``corpus_stats``), then drop the indexes that serve nobody: the
     post-load step, and the one after ``kbf db upgrade`` (a schema from before the compact
     vectors has nothing to index, and gets none). The model-wide index of an earlier release
     goes only once every organization it served has its own, so no answer loses its index."""
@@ -316,6 +317,11 @@ def ensure_all(conn=None) -> list[dict]:
                    for w in wanted(conn, counts)]
         if any(r["built"] for r in results):
             analyze(conn)
+        from kbframework.retrieval.term_stats import refresh_stale_term_stats
+
+        for stats in refresh_stale_term_stats():  # the large organizations' stored word counts
+            results.append({"name": f"word counts of {stats['organization_id']}", "built": True,
+                            "seconds": stats["seconds"], "words": stats["words"]})
         for row in status(conn):
             if row["state"] in ("superseded", "unused"):
                 drop(conn, row["name"])
