@@ -181,11 +181,13 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
         a, b = _at(samples, start.timestamp(), col, after=False), _at(samples, end.timestamp(), col, after=True)
         cpu[name] = round(b - a, 2) if a is not None and b is not None else None
     with session_scope() as s:
+        # this load's documents only: the organization may hold many more (the scale bench's large one)
         rows = s.execute(text(
             "SELECT c.document_id::text, c.heading, c.content FROM chunks c WHERE c.organization_id = :o "
-            "ORDER BY c.id"), {"o": org_id}).all()
+            "AND c.document_id = ANY(CAST(:ids AS uuid[])) ORDER BY c.id"), {"o": org_id, "ids": ids}).all()
         states = dict(s.execute(text("SELECT status, count(*) FROM documents WHERE organization_id = :o "
-                                     "GROUP BY status"), {"o": org_id}).all())
+                                     "AND id = ANY(CAST(:ids AS uuid[])) GROUP BY status"),
+                                {"o": org_id, "ids": ids}).all())
     # the same texts in the batches the worker embedded them in: (job, part) from each trace
     part_of = {}
     for ji, job in enumerate(ingest):
