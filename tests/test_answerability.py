@@ -101,10 +101,25 @@ def test_question_words_that_are_not_its_subject_do_not_count(kb_clean):
     with session_scope() as s:
         assert set(question_lexemes(s, "late-night techno at 3am")) == {"late", "techno"}
         # colour words are filters, not subjects, so nothing of "black-and-white" is left
-        assert set(question_lexemes(s, "I've seen an old black-and-white movie")) == {"seen", "old", "movi"}
+        # and "seen", a form of the neutral "see", is not a subject either
+        assert set(question_lexemes(s, "I've seen an old black-and-white movie")) == {"old", "movi"}
+        # the word after "how" asks for a measure of the subject: "how old…" is an age question
+        assert question_lexemes(s, "how old do I have to be for the club?") == ["club"]
+        assert set(question_lexemes(s, "how long has the jacket gone missing?")) == {"jacket", "miss"}
         assert question_lexemes(s, "somewhere to dance until 23:30") == ["danc"]
         # a SKU keeps its parts, so the overlap still sees them
         assert set(question_lexemes(s, "is ALT-TH2 in stock?")) == {"alt", "th2"}
+
+
+def test_the_soft_match_leg_compares_content_words_and_colours(kb_clean):
+    from kbframework.retrieval.soft_match import question_words
+
+    with session_scope() as s:
+        # "price" and "tonight" are neutral, a colour is kept (it is what one thermos says), and
+        # the word after "how" is a frame
+        assert question_words(s, "the price of a sage green thermos tonight") == [
+            ("sage", "sage"), ("green", "green"), ("thermos", "thermo")]
+        assert question_words(s, "how long does delivery take?") == [("delivery", "deliveri")]
 
 
 def test_the_lead_of_the_best_match_over_the_rest_of_the_vector_list():

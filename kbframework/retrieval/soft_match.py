@@ -103,8 +103,11 @@ def _matrix(ws: list[str], vecs: dict, dim: int) -> np.ndarray:
 
 def question_words(session, query: str) -> list[tuple[str, str]]:
     """(word, lexeme) of the question's content words: not stop words, not the gate's neutral
-    words ("price", "tonight"), not the word after "how" ("how long")."""
+    words ("price", "tonight", "thing") except colours, not the word after "how" ("how long").
+    A colour says nothing about whether the knowledge answers (the gate), but it is what the
+    passage of a "sage green thermos" says that the other thermoses' do not."""
     from kbframework.retrieval.expansion import _stems
+    from kbframework.retrieval.conversation import COLOURS
     from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
 
     toks = _WORD.findall((query or "").lower())
@@ -117,7 +120,7 @@ def question_words(session, query: str) -> list[tuple[str, str]]:
     out = []
     for w in surface:
         lx = stems.get(w) or ()
-        if len(lx) == 1 and lx[0] not in NEUTRAL and lx[0] not in _CONTRACTION_TAILS:
+        if len(lx) == 1 and lx[0] not in _CONTRACTION_TAILS and (lx[0] not in NEUTRAL or w in COLOURS):
             out.append((w, lx[0]))
     return out[:MAX_WORDS]
 
