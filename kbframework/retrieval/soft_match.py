@@ -46,6 +46,7 @@ t can will just don should now
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _lock = threading.Lock()
 _vectors: dict = {}
+_chunk_words: dict = {}
 
 
 def words(text: str, limit: int | None = None) -> list[str]:
@@ -62,14 +63,22 @@ def words(text: str, limit: int | None = None) -> list[str]:
     return out
 
 
+def best_share(sims: np.ndarray, idf: np.ndarray, min_similarity: float = MIN_SIMILARITY) -> float:
+    """The score from the cosines of the question's words (rows) with a passage's words
+    (columns): each row's best, from ``min_similarity`` on, idf-weighted. Pure."""
+    if sims.size == 0 or float(idf.sum()) <= 0:
+        return 0.0
+    best = sims.max(axis=1)
+    best = np.where(best >= min_similarity, np.minimum(best, 1.0), 0.0)
+    return float((idf * best).sum() / idf.sum())
+
+
 def score(q: np.ndarray, idf: np.ndarray, p: np.ndarray, min_similarity: float = MIN_SIMILARITY) -> float:
     """The soft-match score of one passage: ``q`` the question's word vectors (n × d, normalized),
     ``idf`` their weights (n), ``p`` the passage's word vectors (m × d, normalized). Pure."""
-    if q.size == 0 or p.size == 0 or float(idf.sum()) <= 0:
+    if q.size == 0 or p.size == 0:
         return 0.0
-    best = (q @ p.T).max(axis=1)
-    best = np.where(best >= min_similarity, np.minimum(best, 1.0), 0.0)
-    return float((idf * best).sum() / idf.sum())
+    return best_share(q @ p.T, idf, min_similarity)
 
 
 def rank(scores: dict, min_score: float = 0.0) -> list[tuple[object, float]]:
@@ -147,12 +156,28 @@ def search(session, org_id, query: str, candidates: dict, k: int = 20) -> tuple[
     weights = np.array([gate_idf(dfs.get(lx, 0), n) for _, lx in qw], dtype=np.float32)
     dim = next(iter(qv.values())).shape[0]
     q = _matrix([w for w, _ in qw], qv, dim)
-    rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
-                                "WHERE organization_id = :org AND id = ANY(:ids)"),
-                           {"org": str(org_id), "ids": sorted(candidates)}).all()
-    per_chunk = {cid: words(body, MAX_PASSAGE_WORDS) for cid, body in rows}
+    # a chunk's text never changes under its id (re-indexing writes new rows), so its words are
+    # read once per process
+    missing = sorted(c for c in candidates if c not in _chunk_words)
+    if missing:
+        rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
+                                    "WHERE organization_id = :org AND id = ANY(:ids)"),
+                               {"org": str(org_id), "ids": missing}).all()
+        with _lock:
+            if len(_chunk_words) > 50_000:
+                _chunk_words.clear()
+            for cid, body in rows:
+                _chunk_words[cid] = tuple(words(body, MAX_PASSAGE_WORDS))
+    per_chunk = {cid: _chunk_words[cid] for cid in candidates if cid in _chunk_words}
     vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), table)
-    scores = {cid: score(q, weights, _matrix(ws, vecs, dim)) for cid, ws in per_chunk.items()}
+    # one product of the question's words with every candidate word, then each chunk's columns
+    vocab = sorted(vecs)
+    col = {w: i for i, w in enumerate(vocab)}
+    sims = q @ _matrix(vocab, vecs, dim).T
+    scores = {}
+    for cid, ws in per_chunk.items():
+        idx = [col[w] for w in ws if w in col]
+        scores[cid] = best_share(sims[:, idx], weights) if idx else 0.0
     ranked = rank(scores)[:k]
     hits = [Hit(cid, str(candidates[cid]), i + 1, s, "soft") for i, (cid, s) in enumerate(ranked)]
     return hits, {"available": True, "words": [w for w, _ in qw], "scored": len(scores),
