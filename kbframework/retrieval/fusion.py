@@ -1,7 +1,8 @@
 """How the searches' rankings become one, and what this question may tilt.
 
 Reciprocal Rank Fusion with equal weights is the baseline: it needs no calibration between a
-cosine and a BM25 score, and the rrf step of the trace always shows its order. Two kinds of
+cosine and a BM25 score, and the rrf step of the trace always shows its order. The soft-match
+leg (``soft_match``: the other two legs' chunks re-scored word by word) weighs half a leg in it. Two kinds of
 tilt may change it, each named in the trace with its reason:
 
     leg weights     the preset's ``fusion_weights``; a SKU-shaped question ("ALT-TH2") leans
