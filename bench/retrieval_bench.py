@@ -17,8 +17,8 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "retrieval_dev"
 RETRIEVAL_STEPS = ("load_context", "conversation", "rewrite_query", "extract_filters", "inherit_filters", "prefilter",
-                   "embed_query", "vector_search", "keyword_search", "listing", "rrf", "role_boost", "identity",
-                   "referents", "select_context", "answerability")
+                   "place_check", "expand_query", "embed_query", "vector_search", "keyword_search", "listing",
+                   "soft_match", "rrf", "role_boost", "identity", "referents", "select_context", "answerability")
 
 
 def _pct(xs: list[float], p: float) -> float:
