@@ -158,17 +158,18 @@ def search(session, org_id, query: str, candidates: dict, k: int = 20) -> tuple[
     q = _matrix([w for w, _ in qw], qv, dim)
     # a chunk's text never changes under its id (re-indexing writes new rows), so its words are
     # read once per process
-    missing = sorted(c for c in candidates if c not in _chunk_words)
+    per_chunk = {cid: ws for cid in candidates if (ws := _chunk_words.get(cid)) is not None}
+    missing = sorted(c for c in candidates if c not in per_chunk)
     if missing:
         rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
                                     "WHERE organization_id = :org AND id = ANY(:ids)"),
                                {"org": str(org_id), "ids": missing}).all()
+        fetched = {cid: tuple(words(body, MAX_PASSAGE_WORDS)) for cid, body in rows}
+        per_chunk.update(fetched)
         with _lock:
             if len(_chunk_words) > 50_000:
                 _chunk_words.clear()
-            for cid, body in rows:
-                _chunk_words[cid] = tuple(words(body, MAX_PASSAGE_WORDS))
-    per_chunk = {cid: _chunk_words[cid] for cid in candidates if cid in _chunk_words}
+            _chunk_words.update(fetched)
     vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), table)
     # one product of the question's words with every candidate word, then each chunk's columns
     vocab = sorted(vecs)

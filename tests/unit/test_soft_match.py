@@ -50,3 +50,15 @@ def test_a_paraphrase_word_meets_its_neighbour_in_the_token_table():
     near = soft_match.score(q, np.array([1.0]), np.stack([vec["child"]]))
     far = soft_match.score(q, np.array([1.0]), np.stack([vec["skillet"]]))
     assert near > far and near >= soft_match.MIN_SIMILARITY
+
+
+def test_without_the_token_table_the_leg_is_empty_and_says_so(monkeypatch):
+    monkeypatch.setattr(expansion, "token_table", lambda: None)
+    assert soft_match.search(None, "org", "carry a toddler", {1: "d1"}) == ([], {"available": False, "words": []})
+
+
+def test_best_share_reads_each_question_words_best_column():
+    sims = np.array([[0.2, 0.9, 0.1], [0.45, 0.3, 0.35]], dtype=np.float32)
+    assert soft_match.best_share(sims, np.array([1.0, 1.0])) == pytest.approx((0.9 + 0.45) / 2)
+    assert soft_match.best_share(sims[:, :1], np.array([1.0, 1.0])) == pytest.approx(0.45 / 2)
+    assert soft_match.best_share(np.zeros((2, 0)), np.array([1.0, 1.0])) == 0.0
