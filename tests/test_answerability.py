@@ -22,9 +22,9 @@ def test_gate_rates_on_the_demo_questions(kb_clean):
     assert rep["answerable"] == 30 and rep["unanswerable"] == 30
     # target: at least 9 in 10 unanswerable questions fall back
     assert rep["unanswerable_fell_back"] >= 27, [r for r in rep["rows"] if not r["answerable"] and not r["fell_back"]]
-    # target ≤ 5% is not reached with the offline embedder (2 of 30 paraphrases share no word with
-    # their answer and score low on similarity): this bound catches a regression, the README and
-    # `kbf eval gate` report the measured rate
+    # target ≤ 5%: `kbf eval gate --calibrate` measures 1 of 30 with the shipped weights ("do I need
+    # to print my ticket?" shares no word with its answer); this bound catches a regression, the
+    # README and `kbf eval gate` report the measured rate
     assert rep["answerable_fell_back"] <= 3, [r for r in rep["rows"] if r["answerable"] and r["fell_back"]]
     assert rep["answerable_expected_cited"] >= 25
 
@@ -101,10 +101,25 @@ def test_question_words_that_are_not_its_subject_do_not_count(kb_clean):
     with session_scope() as s:
         assert set(question_lexemes(s, "late-night techno at 3am")) == {"late", "techno"}
         # colour words are filters, not subjects, so nothing of "black-and-white" is left
-        assert set(question_lexemes(s, "I've seen an old black-and-white movie")) == {"seen", "old", "movi"}
+        # and "seen", a form of the neutral "see", is not a subject either
+        assert set(question_lexemes(s, "I've seen an old black-and-white movie")) == {"old", "movi"}
+        # the word after "how" asks for a measure of the subject: "how old…" is an age question
+        assert question_lexemes(s, "how old do I have to be for the club?") == ["club"]
+        assert set(question_lexemes(s, "how long has the jacket gone missing?")) == {"jacket", "miss"}
         assert question_lexemes(s, "somewhere to dance until 23:30") == ["danc"]
         # a SKU keeps its parts, so the overlap still sees them
         assert set(question_lexemes(s, "is ALT-TH2 in stock?")) == {"alt", "th2"}
+
+
+def test_the_soft_match_leg_compares_content_words_and_colours(kb_clean):
+    from kbframework.retrieval.soft_match import question_words
+
+    with session_scope() as s:
+        # "price" and "tonight" are neutral, a colour is kept (it is what one thermos says), and
+        # the word after "how" is a frame
+        assert question_words(s, "the price of a sage green thermos tonight") == [
+            ("sage", "sage"), ("green", "green"), ("thermos", "thermo")]
+        assert question_words(s, "how long does delivery take?") == [("delivery", "deliveri")]
 
 
 def test_the_lead_of_the_best_match_over_the_rest_of_the_vector_list():

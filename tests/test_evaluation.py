@@ -80,7 +80,7 @@ def dataset(tmp_path):
 
 def test_eval_retrieval_scores_each_method_in_a_scratch_org(kb_clean, dataset):
     rep = run_retrieval_eval(dataset, log=lambda m: None)
-    assert set(rep["methods"]) == {"vector", "keyword", "hybrid"} and rep["judged_queries"] == 4
+    assert set(rep["methods"]) == {"vector", "keyword", "soft", "hybrid"} and rep["judged_queries"] == 4
     for m in rep["methods"].values():
         for k in ("ndcg@10", "recall@10", "recall@50", "mrr@10"):
             assert 0.0 <= m[k] <= 1.0

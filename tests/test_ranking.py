@@ -191,7 +191,9 @@ def test_a_price_bound_puts_products_first(kb_org):
     assert out["role_priority"] == ["product", "event"] and "price" in out["why"]
     assert res["debug"]["search_text"] == "a tent"
     assert res["sources"][0]["document_role"] == "product", [s["document_title"] for s in res["sources"]]
-    assert out["baseline_top"][0] != out["tilted_top"][0]  # the guide led before the tilt
+    # the tilt moves the products up (the guide led before it, until the soft-match leg put the
+    # tent itself first without it): the order the preset alone gives is not the tilted one
+    assert out["baseline_top"] != out["tilted_top"]
 
 
 def test_a_time_window_puts_events_first(kb_org):
@@ -276,5 +278,5 @@ def test_hyphenated_words_with_numbers_are_not_skus(kb_org):
                                               "3-season sleeping bag", "non-stick pan", "open-air concerts"))
     seed(kb_org["id"], TENTS)
     res = ask(kb_org["id"], "a 2-person tent")
-    assert step(res, "rrf")["weights"] == {"vector": 1.0, "keyword": 1.0, "listing": 1.0}
+    assert step(res, "rrf")["weights"] == {"vector": 1.0, "keyword": 1.0, "listing": 1.0, "soft": 0.5}
     assert "baseline_top" not in step(res, "rrf")

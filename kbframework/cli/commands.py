@@ -599,7 +599,7 @@ def eval_group():
 @eval_group.command("retrieval")
 @click.option("--dataset", "dataset", required=True, type=click.Path(file_okay=False),
               help="folder with corpus.jsonl, queries.jsonl, qrels.tsv")
-@click.option("--method", "methods", multiple=True, type=click.Choice(["vector", "keyword", "hybrid"]),
+@click.option("--method", "methods", multiple=True, type=click.Choice(["vector", "keyword", "soft", "hybrid"]),
               help="repeatable; default: all three")
 @click.option("--now", help="reference time (ISO); default: the most recent Wednesday 15:00 in the corpus' zone")
 @click.option("--no-filters", is_flag=True, help="skip the filter extractors (time and metadata)")

@@ -7,7 +7,8 @@ the normal ingestion pipeline, runs every query through the product's own retrie
 
     vector   the vector leg alone
     keyword  the full-text leg alone
-    hybrid   both legs fused with RRF (what the product serves)
+    soft     the soft-match leg alone (the first two legs' chunks re-scored word by word)
+    hybrid   the legs fused with RRF (what the product serves)
 
 Metrics are per document (a document's best chunk counts): nDCG@10 with graded gains (the
 grade as gain, log2 discount, queries without judgements left out, as BEIR does),
@@ -33,7 +34,7 @@ from sqlalchemy import text
 
 from kbframework.errors import KBError
 
-METHODS = ("vector", "keyword", "hybrid")
+METHODS = ("vector", "keyword", "soft", "hybrid")
 DEPTH = 50  # each leg returns this many chunks so recall@50 can be measured
 
 

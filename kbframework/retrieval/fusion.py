@@ -1,7 +1,8 @@
 """How the searches' rankings become one, and what this question may tilt.
 
 Reciprocal Rank Fusion with equal weights is the baseline: it needs no calibration between a
-cosine and a BM25 score, and the rrf step of the trace always shows its order. Two kinds of
+cosine and a BM25 score, and the rrf step of the trace always shows its order. The soft-match
+leg (``soft_match``: the other two legs' chunks re-scored word by word) weighs half a leg in it. Two kinds of
 tilt may change it, each named in the trace with its reason:
 
     leg weights     the preset's ``fusion_weights``; a SKU-shaped question ("ALT-TH2") leans
@@ -116,15 +117,24 @@ def asks_what_is_allowed(question: str) -> bool:
     return bool(_MAY_I.search(question or "")) and not _GETTING.search(question or "")
 
 
+def base_weights() -> dict:
+    """The untilted weights: the vector, keyword and listing legs equal, the soft-match leg (a
+    re-scoring of the first two legs' chunks) at its own ``soft_match.WEIGHT``."""
+    from kbframework.retrieval.soft_match import WEIGHT as SOFT_WEIGHT
+
+    return {"vector": 1.0, "keyword": 1.0, "listing": 1.0, "soft": SOFT_WEIGHT}
+
+
 def leg_weights(question: str, preset=None) -> tuple[dict, str]:
     """RRF weights per leg and why: equal unless the preset or a SKU-shaped question tilts them."""
-    w = {"vector": 1.0, "keyword": 1.0, "listing": 1.0}
+    w = base_weights()
     why = "equal weights"
     if preset is not None and getattr(preset, "fusion_weights", None):
         w.update({k: float(v) for k, v in preset.fusion_weights.items()})
         why = f"the preset's weights {preset.fusion_weights}"
     if is_sku_shaped(question):
         w["keyword"], w["vector"] = w["keyword"] * SKU_KEYWORD, w["vector"] * SKU_VECTOR
+        w["soft"] = w["soft"] * SKU_VECTOR  # word vectors know a SKU no better than the text's
         why = "a SKU-shaped query leans on the keyword leg"
     return w, why
 

@@ -18,8 +18,10 @@
       vector_search     top k by cosine similarity, beside the keyword leg
       keyword_search    top k by BM25 over the weighted full text, on its own connection, in parallel
       listing           the matching documents, when the question is all constraints
-      rrf               Σ w/(60 + rank), equal weights unless the preset or a SKU-shaped query tilts a
-                        leg (the equal-weight order beside it in the trace)
+      soft_match        the legs' chunks re-scored word by word in the embedder's token table (each
+                        question word's best cosine among the passage's words), a third ranked list
+      rrf               Σ w/(60 + rank), equal weights (the soft-match leg ½) unless the preset or a
+                        SKU-shaped query tilts a leg (the untilted order beside it in the trace)
       role_boost        the preset's role priority (×1.3, ×1.1), the roles the question asks for first
                         (policy → support, time window or events asked for → events, price →
                         products), a venue's own page ×1.3 when the venue is asked for; a re-rank
@@ -54,7 +56,7 @@ from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
-from kbframework.retrieval import conversation, expansion, fusion, gate, place_answer, policy, referents
+from kbframework.retrieval import conversation, expansion, fusion, gate, place_answer, policy, referents, soft_match
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
                                            listing_hits, merge_parts, org_vocabulary, search_text)
 from kbframework.retrieval.identity import name_index
@@ -527,6 +529,7 @@ class Turn:
     done: bool = False
     place_miss: dict | None = None
     use_expansion: bool = True
+    use_soft_match: bool = True
     expansion: dict = field(default_factory=dict)
 
 
@@ -759,12 +762,25 @@ def listing_step(s, t: Turn):
     return {"documents": len(t.legs["listing"])}
 
 
+def soft_match_step(s, t: Turn):
+    """The soft-match leg over the chunks the vector and keyword legs found."""
+    cands = {h.chunk_id: h.document_id for leg in ("vector", "keyword") for h in t.legs.get(leg, [])}
+    try:
+        hits, dbg = soft_match.search(s, t.ctx.org.id, t.text_q, cands, k=max(t.k_vector, t.k_keyword))
+    except Exception as exc:  # a help for the ranking, never a reason to fail
+        log.warning("soft-match leg: %s", exc)
+        hits, dbg = [], {"failed": f"{type(exc).__name__}: {exc}"}
+    t.legs["soft"] = hits
+    t.debug["soft"] = {**dbg, "hits": [_hit(h) for h in hits]}
+    return {**dbg, "hits": len(hits), "top": [_hit(h) for h in hits[:5]]}
+
+
 def rrf_step(s, t: Turn):
     t.weights, why = fusion.leg_weights(t.question, t.ctx.preset)
     t.fused = rrf(t.legs, weights=t.weights)
     out = {"weights": t.weights, "why": why, "chunks": len(t.fused)}
-    if any(v != 1.0 for v in t.weights.values()):  # the equal-weight baseline, to see what the tilt changed
-        base = rrf(t.legs)
+    if t.weights != fusion.base_weights():  # the untilted baseline, to see what the tilt changed
+        base = rrf(t.legs, weights=fusion.base_weights())
         out["baseline_top"] = [f["document_id"] for f in base[:10]]
         out["tilted_top"] = [f["document_id"] for f in t.fused[:10]]
     t.debug["fusion"] = out
@@ -986,6 +1002,7 @@ STEPS: tuple[Step, ...] = (
     Step("keyword_search", keyword_search_step, _searching),
     Step("listing", listing_step, lambda t: _searching(t) and t.use_filters
          and constraint_only(t.query, t.parts, t.pf) and not fusion.asks_for_a_venue(t.question)),
+    Step("soft_match", soft_match_step, lambda t: _searching(t) and t.use_soft_match),
     Step("rrf", rrf_step, _searching),
     Step("role_boost", role_boost_step, _searching),
     Step("identity", identity_step, _searching),

@@ -1,0 +1,185 @@
+"""The soft-match leg: each question word's best match among a passage's words, in the
+offline embedder's token table (a late-interaction score with static word vectors).
+
+A paraphrase shares few words with its answer ("stop thieves taking my bicycle" → a U-lock),
+and a static model's mean vector of a whole passage blurs the few words that would match: the
+vector leg compares one average with another. Here each content word of the question is
+compared with every word of the passage, one by one, and keeps its best cosine: "toddler"
+meets "child" in a child carrier's description, "soup" meets "food" in a food jar's. A word's
+best cosine counts from ``MIN_SIMILARITY`` on (below it, any passage has some loosely related
+word), and the question's words weigh their rarity in the organization (idf), so
+
+    score(passage) = Σ_w idf(w) · best_cos(w, passage) / Σ_w idf(w)     (best_cos < 0.4 → 0)
+
+An exact word scores 1, a close neighbour (toddler → child 0.6) most of that. The leg re-scores
+the chunks the vector and keyword legs found (it adds no candidate, so the pre-filter holds
+and nothing is scanned) and joins the fusion as a third ranked list at ``WEIGHT``: it moves
+documents that both other legs ranked loosely, it cannot bring in one they missed.
+
+Word vectors are the embedder's own (``expansion.word_vector``: a word pooled from its tokens,
+as the embedder pools a text), cached per process; a passage's words are its heading and text,
+lower-cased, without English stop words. Nothing is downloaded and no model is added.
+"""
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+
+MIN_SIMILARITY = 0.4
+WEIGHT = 0.5  # the leg's RRF weight beside the vector and keyword legs' 1
+MAX_WORDS = 12  # question words compared
+MAX_PASSAGE_WORDS = 400  # distinct words of one passage compared
+
+# PostgreSQL's English stop words (tsearch_data/english.stop)
+STOP_WORDS = frozenset("""
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
+hers herself it its itself they them their theirs themselves what which who whom this that these
+those am is are was were be been being have has had having do does did doing a an the and but if
+or because as until while of at by for with about against between into through during before after
+above below to from up down in out on off over under again further then once here there when where
+why how all any both each few more most other some such no nor not only own same so than too very s
+t can will just don should now
+""".split())
+
+_WORD = re.compile(r"[^\W\d_]{3,}")
+_lock = threading.Lock()
+_vectors: dict = {}
+_chunk_words: dict = {}
+
+
+def words(text: str, limit: int | None = None) -> list[str]:
+    """The distinct words of a text (letters only, three or more, lower-cased, no stop words),
+    in order of first appearance."""
+    out, seen = [], set()
+    for w in _WORD.findall((text or "").lower()):
+        if w in STOP_WORDS or w in seen:
+            continue
+        seen.add(w)
+        out.append(w)
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def best_share(sims: np.ndarray, idf: np.ndarray, min_similarity: float = MIN_SIMILARITY) -> float:
+    """The score from the cosines of the question's words (rows) with a passage's words
+    (columns): each row's best, from ``min_similarity`` on, idf-weighted. Pure."""
+    if sims.size == 0 or float(idf.sum()) <= 0:
+        return 0.0
+    best = sims.max(axis=1)
+    best = np.where(best >= min_similarity, np.minimum(best, 1.0), 0.0)
+    return float((idf * best).sum() / idf.sum())
+
+
+def score(q: np.ndarray, idf: np.ndarray, p: np.ndarray, min_similarity: float = MIN_SIMILARITY) -> float:
+    """The soft-match score of one passage: ``q`` the question's word vectors (n × d, normalized),
+    ``idf`` their weights (n), ``p`` the passage's word vectors (m × d, normalized). Pure."""
+    if q.size == 0 or p.size == 0:
+        return 0.0
+    return best_share(q @ p.T, idf, min_similarity)
+
+
+def rank(scores: dict, min_score: float = 0.0) -> list[tuple[object, float]]:
+    """(key, score) best first, above ``min_score``, ties by key. Pure."""
+    kept = [(k, s) for k, s in scores.items() if s > min_score]
+    return sorted(kept, key=lambda x: (-x[1], x[0]))
+
+
+def vectors(ws: list[str], table) -> dict:
+    """{word: its normalized vector} for the words that have one, cached per process."""
+    from kbframework.retrieval.expansion import word_vector
+
+    out = {}
+    for w in ws:
+        v = _vectors.get(w, False)
+        if v is False:
+            v = word_vector(w, table)
+            with _lock:
+                if len(_vectors) > 200_000:
+                    _vectors.clear()
+                _vectors[w] = v
+        if v is not None:
+            out[w] = v
+    return out
+
+
+def _matrix(ws: list[str], vecs: dict, dim: int) -> np.ndarray:
+    rows = [vecs[w] for w in ws if w in vecs]
+    return np.stack(rows).astype(np.float32, copy=False) if rows else np.zeros((0, dim), np.float32)
+
+
+def question_words(session, query: str) -> list[tuple[str, str]]:
+    """(word, lexeme) of the question's content words: not stop words, not the gate's neutral
+    words ("price", "tonight", "thing") except colours, not the word after "how" ("how long").
+    A colour says nothing about whether the knowledge answers (the gate), but it is what the
+    passage of a "sage green thermos" says that the other thermoses' do not."""
+    from kbframework.retrieval.expansion import _stems
+    from kbframework.retrieval.conversation import COLOURS
+    from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
+
+    toks = _WORD.findall((query or "").lower())
+    surface = []
+    for i, w in enumerate(toks):
+        if (i and toks[i - 1] == "how") or w in STOP_WORDS or w in surface:
+            continue
+        surface.append(w)
+    stems = _stems(session, surface)
+    out = []
+    for w in surface:
+        lx = stems.get(w) or ()
+        if len(lx) == 1 and lx[0] not in _CONTRACTION_TAILS and (lx[0] not in NEUTRAL or w in COLOURS):
+            out.append((w, lx[0]))
+    return out[:MAX_WORDS]
+
+
+def search(session, org_id, query: str, candidates: dict, k: int = 20) -> tuple[list, dict]:
+    """The leg: ``candidates`` is {chunk id: document id} (the other legs' hits); returns their
+    ``Hit`` list ranked by soft-match score (those above 0, at most ``k``) and a trace note."""
+    from sqlalchemy import text
+
+    from kbframework.retrieval.corpus_stats import document_frequency
+    from kbframework.retrieval.expansion import token_table
+    from kbframework.retrieval.gate import idf as gate_idf
+    from kbframework.retrieval.search import Hit
+
+    table = token_table()
+    if table is None or not candidates:
+        return [], {"available": table is not None, "words": []}
+    qw = question_words(session, query)
+    qv = vectors([w for w, _ in qw], table)
+    qw = [(w, lx) for w, lx in qw if w in qv]
+    if not qw:
+        return [], {"available": True, "words": []}
+    dfs, n = document_frequency(session, org_id, sorted({lx for _, lx in qw}))
+    weights = np.array([gate_idf(dfs.get(lx, 0), n) for _, lx in qw], dtype=np.float32)
+    dim = next(iter(qv.values())).shape[0]
+    q = _matrix([w for w, _ in qw], qv, dim)
+    # a chunk's text never changes under its id (re-indexing writes new rows), so its words are
+    # read once per process
+    per_chunk = {cid: ws for cid in candidates if (ws := _chunk_words.get(cid)) is not None}
+    missing = sorted(c for c in candidates if c not in per_chunk)
+    if missing:
+        rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
+                                    "WHERE organization_id = :org AND id = ANY(:ids)"),
+                               {"org": str(org_id), "ids": missing}).all()
+        fetched = {cid: tuple(words(body, MAX_PASSAGE_WORDS)) for cid, body in rows}
+        per_chunk.update(fetched)
+        with _lock:
+            if len(_chunk_words) > 50_000:
+                _chunk_words.clear()
+            _chunk_words.update(fetched)
+    vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), table)
+    # one product of the question's words with every candidate word, then each chunk's columns
+    vocab = sorted(vecs)
+    col = {w: i for i, w in enumerate(vocab)}
+    sims = q @ _matrix(vocab, vecs, dim).T
+    scores = {}
+    for cid, ws in per_chunk.items():
+        idx = [col[w] for w in ws if w in col]
+        scores[cid] = best_share(sims[:, idx], weights) if idx else 0.0
+    ranked = rank(scores)[:k]
+    hits = [Hit(cid, str(candidates[cid]), i + 1, s, "soft") for i, (cid, s) in enumerate(ranked)]
+    return hits, {"available": True, "words": [w for w, _ in qw], "scored": len(scores),
+                  "min_similarity": MIN_SIMILARITY}
