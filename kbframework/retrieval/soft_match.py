@@ -23,6 +23,7 @@ lower-cased, without English stop words. Nothing is downloaded and no model is a
 from __future__ import annotations
 
 import re
+import sys
 import threading
 
 import numpy as np
@@ -31,6 +32,10 @@ MIN_SIMILARITY = 0.4
 WEIGHT = 0.5  # the leg's RRF weight beside the vector and keyword legs' 1
 MAX_WORDS = 12  # question words compared
 MAX_PASSAGE_WORDS = 400  # distinct words of one passage compared
+# the per-process caches stay well inside a web process's memory: 20,000 chunks' word tuples
+# (≈ 3 KB each) and 50,000 word vectors (1 KB each at 256 dimensions)
+MAX_CACHED_CHUNKS = 20_000
+MAX_CACHED_WORDS = 50_000
 
 # PostgreSQL's English stop words (tsearch_data/english.stop)
 STOP_WORDS = frozenset("""
@@ -97,7 +102,7 @@ def vectors(ws: list[str], table) -> dict:
         if v is False:
             v = word_vector(w, table)
             with _lock:
-                if len(_vectors) > 200_000:
+                if len(_vectors) > MAX_CACHED_WORDS:
                     _vectors.clear()
                 _vectors[w] = v
         if v is not None:
@@ -164,10 +169,12 @@ def search(session, org_id, query: str, candidates: dict, k: int = 20) -> tuple[
         rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
                                     "WHERE organization_id = :org AND id = ANY(:ids)"),
                                {"org": str(org_id), "ids": missing}).all()
-        fetched = {cid: tuple(words(body, MAX_PASSAGE_WORDS)) for cid, body in rows}
+        # interned: the chunks of one knowledge base share a vocabulary, so a cached chunk costs
+        # its tuple (a few kilobytes), not its words again
+        fetched = {cid: tuple(sys.intern(w) for w in words(body, MAX_PASSAGE_WORDS)) for cid, body in rows}
         per_chunk.update(fetched)
         with _lock:
-            if len(_chunk_words) > 50_000:
+            if len(_chunk_words) > MAX_CACHED_CHUNKS:
                 _chunk_words.clear()
             _chunk_words.update(fetched)
     vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), table)
