@@ -139,32 +139,42 @@ def question_words(session, query: str) -> list[tuple[str, str]]:
     return out[:MAX_WORDS]
 
 
-def search(session, org_id, query: str, candidates: dict, k: int = 20) -> tuple[list, dict]:
-    """The leg: ``candidates`` is {chunk id: document id} (the other legs' hits); returns their
-    ``Hit`` list ranked by soft-match score (those above 0, at most ``k``) and a trace note."""
-    from sqlalchemy import text
-
+def prepare(session, org_id, query: str, chunk_ids) -> dict | None:
+    """What the leg needs that does not wait for the keyword leg: the question's words, their
+    vectors and weights, and the words of the chunks already found (the vector leg's). The
+    answer steps call it while the keyword leg is still running, so its round trips and
+    Python overlap that leg's time in PostgreSQL; ``search`` does the rest."""
     from kbframework.retrieval.corpus_stats import document_frequency
     from kbframework.retrieval.expansion import token_table
     from kbframework.retrieval.gate import idf as gate_idf
-    from kbframework.retrieval.search import Hit
 
     table = token_table()
-    if table is None or not candidates:
-        return [], {"available": table is not None, "words": []}
+    if table is None:
+        return None
     qw = question_words(session, query)
     qv = vectors([w for w, _ in qw], table)
     qw = [(w, lx) for w, lx in qw if w in qv]
     if not qw:
-        return [], {"available": True, "words": []}
+        return {"table": table, "words": []}
     dfs, n = document_frequency(session, org_id, sorted({lx for _, lx in qw}))
     weights = np.array([gate_idf(dfs.get(lx, 0), n) for _, lx in qw], dtype=np.float32)
     dim = next(iter(qv.values())).shape[0]
-    q = _matrix([w for w, _ in qw], qv, dim)
-    # a chunk's text never changes under its id (re-indexing writes new rows), so its words are
-    # read once per process
-    per_chunk = {cid: ws for cid in candidates if (ws := _chunk_words.get(cid)) is not None}
-    missing = sorted(c for c in candidates if c not in per_chunk)
+    prep = {"table": table, "words": qw, "weights": weights, "dim": dim,
+            "q": _matrix([w for w, _ in qw], qv, dim), "chunks": {}}
+    _read_chunks(session, org_id, list(chunk_ids), prep)
+    return prep
+
+
+def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
+    """Each chunk's words (read once per process: a chunk's text never changes under its id,
+    re-indexing writes new rows) and their vectors, into ``prep["chunks"]``."""
+    from sqlalchemy import text
+
+    per_chunk = prep["chunks"]
+    for cid in chunk_ids:
+        if cid not in per_chunk and (ws := _chunk_words.get(cid)) is not None:
+            per_chunk[cid] = ws
+    missing = sorted(c for c in chunk_ids if c not in per_chunk)
     if missing:
         rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
                                     "WHERE organization_id = :org AND id = ANY(:ids)"),
@@ -177,16 +187,35 @@ def search(session, org_id, query: str, candidates: dict, k: int = 20) -> tuple[
             if len(_chunk_words) > MAX_CACHED_CHUNKS:
                 _chunk_words.clear()
             _chunk_words.update(fetched)
-    vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), table)
+    vectors(sorted({w for cid in chunk_ids for w in per_chunk.get(cid, ())}), prep["table"])
+
+
+def search(session, org_id, query: str, candidates: dict, k: int = 20,
+           prepared: dict | None = None) -> tuple[list, dict]:
+    """The leg: ``candidates`` is {chunk id: document id} (the other legs' hits); returns their
+    ``Hit`` list ranked by soft-match score (those above 0, at most ``k``) and a trace note.
+    ``prepared``: ``prepare``'s result for the same question, if it ran."""
+    from kbframework.retrieval.search import Hit
+
+    if not candidates:
+        return [], {"available": True, "words": []}
+    prep = prepared if prepared is not None else prepare(session, org_id, query, ())
+    if prep is None:
+        return [], {"available": False, "words": []}
+    if not prep["words"]:
+        return [], {"available": True, "words": []}
+    _read_chunks(session, org_id, list(candidates), prep)
+    per_chunk = {cid: prep["chunks"][cid] for cid in candidates if cid in prep["chunks"]}
+    vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), prep["table"])
     # one product of the question's words with every candidate word, then each chunk's columns
     vocab = sorted(vecs)
     col = {w: i for i, w in enumerate(vocab)}
-    sims = q @ _matrix(vocab, vecs, dim).T
+    sims = prep["q"] @ _matrix(vocab, vecs, prep["dim"]).T
     scores = {}
     for cid, ws in per_chunk.items():
         idx = [col[w] for w in ws if w in col]
-        scores[cid] = best_share(sims[:, idx], weights) if idx else 0.0
+        scores[cid] = best_share(sims[:, idx], prep["weights"]) if idx else 0.0
     ranked = rank(scores)[:k]
     hits = [Hit(cid, str(candidates[cid]), i + 1, s, "soft") for i, (cid, s) in enumerate(ranked)]
-    return hits, {"available": True, "words": [w for w, _ in qw], "scored": len(scores),
-                  "min_similarity": MIN_SIMILARITY}
+    return hits, {"available": True, "words": [w for w, _ in prep["words"]], "scored": len(scores),
+                  "min_similarity": MIN_SIMILARITY, "prepared_beside_keyword_leg": prepared is not None}

@@ -530,6 +530,7 @@ class Turn:
     place_miss: dict | None = None
     use_expansion: bool = True
     use_soft_match: bool = True
+    soft_prep: dict | None = None  # the soft-match leg's look-ups made beside the keyword leg
     expansion: dict = field(default_factory=dict)
 
 
@@ -744,6 +745,13 @@ def vector_search_step(s, t: Turn):
 
 
 def keyword_search_step(s, t: Turn):
+    if t.use_soft_match and t.legs.get("vector") and not t.kw_future.done():
+        # while the keyword leg is still in PostgreSQL: the soft-match leg's own look-ups for
+        # the question and the vector leg's chunks (its step then does only the keyword leg's)
+        try:
+            t.soft_prep = soft_match.prepare(s, t.ctx.org.id, t.text_q, [h.chunk_id for h in t.legs["vector"]])
+        except Exception as exc:  # a help for the ranking: its own step tries again
+            log.warning("soft-match leg, prepared beside the keyword leg: %s", exc)
     hits, dbg, ms = t.kw_future.result()
     if t.ledger_future is not None:
         t.ledger_future.result()  # _ledger logs its own failures
@@ -766,7 +774,8 @@ def soft_match_step(s, t: Turn):
     """The soft-match leg over the chunks the vector and keyword legs found."""
     cands = {h.chunk_id: h.document_id for leg in ("vector", "keyword") for h in t.legs.get(leg, [])}
     try:
-        hits, dbg = soft_match.search(s, t.ctx.org.id, t.text_q, cands, k=max(t.k_vector, t.k_keyword))
+        hits, dbg = soft_match.search(s, t.ctx.org.id, t.text_q, cands, k=max(t.k_vector, t.k_keyword),
+                                      prepared=t.soft_prep)
     except Exception as exc:  # a help for the ranking, never a reason to fail
         log.warning("soft-match leg: %s", exc)
         hits, dbg = [], {"failed": f"{type(exc).__name__}: {exc}"}
