@@ -171,8 +171,9 @@ def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
     from sqlalchemy import text
 
     per_chunk = prep["chunks"]
+    org = str(org_id)
     for cid in chunk_ids:
-        if cid not in per_chunk and (ws := _chunk_words.get(cid)) is not None:
+        if cid not in per_chunk and (ws := _chunk_words.get((org, cid))) is not None:
             per_chunk[cid] = ws
     missing = sorted(c for c in chunk_ids if c not in per_chunk)
     if missing:
@@ -186,7 +187,9 @@ def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
         with _lock:
             if len(_chunk_words) > MAX_CACHED_CHUNKS:
                 _chunk_words.clear()
-            _chunk_words.update(fetched)
+            # keyed by organization too: a chunk id is never reused by the sequence, but a
+            # database emptied with RESTART IDENTITY (a test suite, a restore) starts it again
+            _chunk_words.update({(org, cid): ws for cid, ws in fetched.items()})
     vectors(sorted({w for cid in chunk_ids for w in per_chunk.get(cid, ())}), prep["table"])
 
 
