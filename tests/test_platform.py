@@ -53,6 +53,17 @@ def test_migrations_run_from_empty_and_back(tmp_path):
         kbf("services", "stop", env=env, check=False)
 
 
+def test_a_database_never_migrated_is_a_clear_cli_error(tmp_path):
+    env = {"KB_DATA_DIR": str(tmp_path / "var"), "DATABASE_URL": "", "REDIS_URL": ""}
+    try:
+        r = kbf("org", "list", env=env, check=False)
+        assert r.returncode == 1
+        assert "no kbframework schema yet" in r.stderr and "kbf db upgrade" in r.stderr
+        assert "Traceback" not in r.stderr and "ProgrammingError" not in r.stderr
+    finally:
+        kbf("services", "stop", env=env, check=False)
+
+
 def test_database_down_is_a_clear_cli_error():
     r = kbf("org", "list", env={"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}, check=False)
     assert r.returncode != 0

@@ -66,10 +66,14 @@ class KBGroup(click.Group):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a tool killed by the pipe
         except Exception as exc:  # the database or Redis down, a broken plugin...
-            from sqlalchemy.exc import OperationalError
+            from sqlalchemy.exc import OperationalError, ProgrammingError
 
             if isinstance(exc, OperationalError):
                 click.echo(f"error: the database is not reachable: {exc.orig}".strip(), err=True)
+            elif isinstance(exc, ProgrammingError) and getattr(exc.orig, "pgcode", None) == "42P01":
+                # undefined_table: a database nobody migrated yet (a new DATABASE_URL, a new data folder)
+                click.echo("error: the database has no kbframework schema yet (or an older one): "
+                           "run `kbf db upgrade` first", err=True)
             else:
                 click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             if os.environ.get("KB_DEBUG"):
