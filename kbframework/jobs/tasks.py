@@ -39,11 +39,7 @@ def build_vector_index_job(model: str, dim: int, org: str | None = None) -> dict
     with tenancy.system("build the vector index of an organization's chunks (CREATE INDEX CONCURRENTLY)"):
         if org is None:
             return {"built": vector_index.ensure_all()}
-        result = vector_index.build(model, dim, org)
-        if result["built"]:
-            with vector_index._autocommit_conn() as conn:
-                vector_index.analyze(conn)
-        return result
+        return vector_index.build(model, dim, org, analyze_after=True)
 
 
 def drop_organization_vector_indexes_job(org_id: str) -> list[str]:

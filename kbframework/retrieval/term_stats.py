@@ -51,13 +51,15 @@ def refresh_term_stats(org_id) -> dict:
     return {"organization_id": org, "words": words, "chunks": chunks, "seconds": secs}
 
 
-def stale_term_stats(session) -> list[str]:
+def stale_term_stats(session, sizes: dict[str, int] | None = None) -> list[str]:
     """Organizations above ``term_stats_min_chunks`` whose stored counts are missing or were
     made when they held a tenth more or fewer chunks; and stored counts of organizations that
-    fell below it are dropped."""
+    fell below it are dropped. ``sizes``: {organization id: chunks}, when the caller counted
+    them already (otherwise one pass over the chunks counts them)."""
     limit = term_stats_min_chunks()
-    sizes = {str(o): int(n) for o, n in session.execute(text(
-        "SELECT organization_id, count(*) FROM chunks GROUP BY organization_id")).all()}
+    if sizes is None:
+        sizes = {str(o): int(n) for o, n in session.execute(text(
+            "SELECT organization_id, count(*) FROM chunks GROUP BY organization_id")).all()}
     stored = {str(o): int(n) for o, n in session.execute(text(
         "SELECT organization_id, chunks FROM term_stats_state")).all()}
     for org in [o for o in stored if sizes.get(o, 0) <= limit]:
@@ -67,13 +69,14 @@ def stale_term_stats(session) -> list[str]:
                   if n > limit and (o not in stored or abs(n - stored[o]) > REFRESH_CHANGE * max(1, stored[o])))
 
 
-def refresh_stale_term_stats() -> list[dict]:
+def refresh_stale_term_stats(sizes: dict[str, int] | None = None) -> list[dict]:
     """The refresh after a load (``kbf db indexes --build``, the statistics refresh behind an
-    ingest load): each organization that needs it, one transaction each."""
+    ingest load): each organization that needs it, one transaction each. ``sizes`` as for
+    ``stale_term_stats``."""
     from kbframework import tenancy
     from kbframework.db import session_scope
 
     with tenancy.system("refresh the stored word counts of the organizations that changed"):
         with session_scope() as s:
-            orgs = stale_term_stats(s)
+            orgs = stale_term_stats(s, sizes)
         return [refresh_term_stats(org) for org in orgs]

@@ -71,13 +71,16 @@ def threshold() -> int:
     return get_config().exact_scan_max_rows
 
 
-def models_in_use(conn) -> dict[str, int]:
-    """{model: dimension} of every embedding model that has chunks."""
-    rows = conn.execute(text(
-        "SELECT m.embedding_model, (SELECT vector_dims(c.embedding) FROM chunks c "
-        "WHERE c.embedding_model = m.embedding_model AND c.embedding IS NOT NULL LIMIT 1) "
-        "FROM (SELECT DISTINCT embedding_model FROM chunks WHERE embedding_model IS NOT NULL) m")).all()
-    return {m: int(d) for m, d in rows if d}
+def dimensions(conn, models) -> dict[str, int]:
+    """{model: dimension} of these models, each read from one of its chunks (the models come
+    from ``chunk_counts``: no second pass over the table to find them)."""
+    out = {}
+    for model in sorted(models):
+        d = conn.execute(text("SELECT vector_dims(embedding) FROM chunks WHERE embedding_model = :m "
+                              "AND embedding IS NOT NULL LIMIT 1"), {"m": model}).scalar()
+        if d:
+            out[model] = int(d)
+    return out
 
 
 def chunk_counts(conn, org=None) -> dict[tuple[str, str], int]:
@@ -95,7 +98,7 @@ def wanted(conn, counts: dict[tuple[str, str], int] | None = None) -> list[dict]
     serves well."""
     counts = chunk_counts(conn) if counts is None else counts
     limit = threshold()
-    dims = models_in_use(conn) if any(n > limit for n in counts.values()) else {}
+    dims = dimensions(conn, {m for (_org, m), n in counts.items() if n > limit})
     return [{"organization_id": org, "model": model, "dim": dims[model], "rows": n,
              "name": index_name(model, org)}
             for (org, model), n in sorted(counts.items()) if n > limit and model in dims]
@@ -136,12 +139,12 @@ def _org_slugs(conn) -> dict[str, str]:
     return {str(i): s for i, s in conn.execute(text("SELECT id, slug FROM organizations")).all()}
 
 
-def status(conn) -> list[dict]:
+def status(conn, counts: dict[tuple[str, str], int] | None = None) -> list[dict]:
     """One row per index that exists or should: name, organization, model, dim, chunks,
     state (valid, missing, invalid, building; superseded or unused for one to drop), size."""
     have = existing(conn)
     progress = building(conn)
-    counts = chunk_counts(conn)
+    counts = chunk_counts(conn) if counts is None else counts
     slugs = _org_slugs(conn)
     out, seen = [], set()
     for w in wanted(conn, counts):
@@ -237,9 +240,11 @@ def _tune(conn, rows: int | None = None, dim: int | None = None) -> None:
                       f"{int(os.environ.get('KB_INDEX_BUILD_WORKERS', '2'))}"))
 
 
-def build(model: str, dim: int, org, conn=None, rows: int | None = None) -> dict:
+def build(model: str, dim: int, org, conn=None, rows: int | None = None, *, analyze_after: bool = False) -> dict:
     """Build one organization's index for one model concurrently (a no-op when a valid one
-    exists); an invalid leftover of an interrupted build is dropped and built again."""
+    exists); an invalid leftover of an interrupted build is dropped and built again.
+    ``analyze_after``: refresh the planner's statistics once it is built (a build on its own;
+    ``ensure_all`` analyzes once after all of its builds)."""
     import time
 
     own = conn is None
@@ -260,6 +265,8 @@ def build(model: str, dim: int, org, conn=None, rows: int | None = None) -> dict
         # a small index is built in milliseconds; CONCURRENTLY would instead wait for every
         # open transaction in the database to finish first
         conn.execute(text(create_sql(model, dim, org, concurrently=rows >= SMALL_BUILD_ROWS)))
+        if analyze_after:
+            analyze(conn)
         _remember(name)
         secs = round(time.perf_counter() - t0, 2)
         log.info("built %s for organization %s, %s (%s dims, %s chunks) in %.1fs", name, org, model, dim,
@@ -303,7 +310,7 @@ def rebuild(name: str) -> dict:
 
 def ensure_all(conn=None) -> list[dict]:
     """Build every missing or invalid index, refresh the stored word counts of the large
-    organizations that changed (``corpus_stats``), then drop the indexes that serve nobody: the
+    organizations that changed (``term_stats``), then drop the indexes that serve nobody: the
     post-load step, and the one after ``kbf db upgrade`` (a schema from before the compact
     vectors has nothing to index, and gets none). The model-wide index of an earlier release
     goes only once every organization it served has its own, so no answer loses its index."""
@@ -319,10 +326,13 @@ def ensure_all(conn=None) -> list[dict]:
             analyze(conn)
         from kbframework.retrieval.term_stats import refresh_stale_term_stats
 
-        for stats in refresh_stale_term_stats():  # the large organizations' stored word counts
+        sizes: dict[str, int] = {}
+        for (org, _model), n in counts.items():
+            sizes[org] = sizes.get(org, 0) + n
+        for stats in refresh_stale_term_stats(sizes):  # the large organizations' stored word counts
             results.append({"name": f"word counts of {stats['organization_id']}", "built": True,
                             "seconds": stats["seconds"], "words": stats["words"]})
-        for row in status(conn):
+        for row in status(conn, counts):  # builds add no chunk: the counts still hold
             if row["state"] in ("superseded", "unused"):
                 drop(conn, row["name"])
                 results.append({"name": row["name"], "built": False, "dropped": row["state"], "seconds": 0.0})
