@@ -200,7 +200,9 @@ def test_widget_on_an_allowed_site(site, tmp_path):
     page.keyboard.press("Enter")
     page.wait_for_selector("[data-kbf=panel]", state="visible")
     assert bubble.get_attribute("aria-expanded") == "true"
-    assert page.evaluate("window.KBFWidget.root.activeElement.dataset.kbf") == "input"
+    # the widget moves focus once the panel is drawn (a timer): wait for it, not for a guess
+    page.wait_for_function("(window.KBFWidget.root.activeElement || {dataset: {}}).dataset.kbf === 'input'",
+                           timeout=5000)
     assert page.locator("[data-kbf=log]").get_attribute("role") == "log"
     assert page.locator("[data-kbf=welcome]").inner_text().startswith("Hi! Ask me anything about Test Org")
     # the hostile host stylesheet does not reach into the shadow root

@@ -86,10 +86,12 @@ def score(q: np.ndarray, idf: np.ndarray, p: np.ndarray, min_similarity: float =
     return best_share(q @ p.T, idf, min_similarity)
 
 
-def rank(scores: dict, min_score: float = 0.0) -> list[tuple[object, float]]:
-    """(key, score) best first, above ``min_score``, ties by key. Pure."""
+def rank(scores: dict, min_score: float = 0.0, order: dict | None = None) -> list[tuple[object, float]]:
+    """(key, score) best first, above ``min_score``; ties by ``order`` (a key's position, lower
+    first; the other legs' order when the leg gives it), then by key. Pure."""
+    order = order or {}
     kept = [(k, s) for k, s in scores.items() if s > min_score]
-    return sorted(kept, key=lambda x: (-x[1], x[0]))
+    return sorted(kept, key=lambda x: (-x[1], order.get(x[0], len(order)), x[0]))
 
 
 def vectors(ws: list[str], table) -> dict:
@@ -195,7 +197,8 @@ def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
 
 def search(session, org_id, query: str, candidates: dict, k: int = 20,
            prepared: dict | None = None) -> tuple[list, dict]:
-    """The leg: ``candidates`` is {chunk id: document id} (the other legs' hits); returns their
+    """The leg: ``candidates`` is {chunk id: document id} (the other legs' hits, in their order);
+    returns their
     ``Hit`` list ranked by soft-match score (those above 0, at most ``k``) and a trace note.
     ``prepared``: ``prepare``'s result for the same question, if it ran."""
     from kbframework.retrieval.search import Hit
@@ -218,7 +221,9 @@ def search(session, org_id, query: str, candidates: dict, k: int = 20,
     for cid, ws in per_chunk.items():
         idx = [col[w] for w in ws if w in col]
         scores[cid] = best_share(sims[:, idx], prep["weights"]) if idx else 0.0
-    ranked = rank(scores)[:k]
+    # equal scores (the same words matched equally well) go to the chunk the vector and keyword
+    # legs found first, not to the lower chunk id, which only says which writer thread was faster
+    ranked = rank(scores, order={cid: i for i, cid in enumerate(candidates)})[:k]
     hits = [Hit(cid, str(candidates[cid]), i + 1, s, "soft") for i, (cid, s) in enumerate(ranked)]
     return hits, {"available": True, "words": [w for w, _ in prep["words"]], "scored": len(scores),
                   "min_similarity": MIN_SIMILARITY, "prepared_beside_keyword_leg": prepared is not None}

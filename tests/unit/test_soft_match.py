@@ -42,6 +42,11 @@ def test_rank_keeps_positive_scores_best_first_ties_by_key():
     assert soft_match.rank({3: 0.5, 1: 0.5, 2: 0.9, 4: 0.0}) == [(2, 0.9), (1, 0.5), (3, 0.5)]
 
 
+def test_rank_breaks_ties_by_the_given_order_before_the_key():
+    scores = {3: 0.5, 1: 0.5, 2: 0.9, 5: 0.5}
+    assert soft_match.rank(scores, order={3: 0, 2: 1, 1: 2}) == [(2, 0.9), (3, 0.5), (1, 0.5), (5, 0.5)]
+
+
 @pytest.mark.skipif(expansion.token_table() is None, reason="WordLlama is not installed")
 def test_a_paraphrase_word_meets_its_neighbour_in_the_token_table():
     table = expansion.token_table()
