@@ -280,3 +280,27 @@ def test_hyphenated_words_with_numbers_are_not_skus(kb_org):
     res = ask(kb_org["id"], "a 2-person tent")
     assert step(res, "rrf")["weights"] == {"vector": 1.0, "keyword": 1.0, "listing": 1.0, "soft": 0.5}
     assert "baseline_top" not in step(res, "rrf")
+
+
+def test_a_looser_keyword_tier_does_not_run_once_an_earlier_one_filled_the_candidates(kb_org, monkeypatch):
+    """Four chunks hold every word of the question, two only its rarest word. With room for
+    four candidates the all-words tier fills it and the looser tiers are not read (in a large
+    organization they re-read thousands of tsvectors for chunks that cannot reach the top);
+    with room for more they run and bring the partial matches."""
+    from kbframework.retrieval import search
+
+    ids = seed(kb_org["id"], [
+        {"title": f"Ember Stove {n}", "role": "product",
+         "body": f"# Ember Stove {n}\n\nA titanium wood stove that folds flat for ultralight hikes."}
+        for n in ("One", "Two", "Three", "Four")] + [
+        {"title": f"Cook Set {n}", "role": "product", "body": f"# Cook Set {n}\n\nA titanium pot with a lid."}
+        for n in ("Five", "Six")])
+    monkeypatch.setattr(search, "KEYWORD_CANDIDATES", 4)
+    tiers = {t["tier"]: t for t in ask(kb_org["id"], "titanium wood stove folds flat")["debug"]["keyword"]["tiers"]}
+    assert tiers["all_terms"]["candidates"] == 4 and "skipped" not in tiers["all_terms"]
+    assert tiers["any_term"]["candidates"] == 0 and tiers["any_term"]["skipped"]
+    monkeypatch.setattr(search, "KEYWORD_CANDIDATES", 400)
+    res = ask(kb_org["id"], "titanium wood stove folds flat")
+    tiers = {t["tier"]: t for t in res["debug"]["keyword"]["tiers"]}
+    assert "skipped" not in tiers["any_term"] and tiers["any_term"]["candidates"] >= 2
+    assert {h["document_id"] for h in res["debug"]["keyword"]["hits"]} >= {ids["Cook Set Five"], ids["Cook Set Six"]}

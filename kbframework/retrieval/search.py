@@ -327,7 +327,8 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     The candidates are gathered in tiers, so a broad question in a large organization still
     ranks every chunk that holds all of its words: chunks matching every term (websearch syntax:
     quotes and -exclusions work), then any two of the rarest terms, then any term; each tier
-    reads at most KEYWORD_CANDIDATES chunks. One statement, one round trip; every branch is
+    reads at most KEYWORD_CANDIDATES chunks, none an earlier tier holds, and a looser tier runs
+    only while the earlier ones came back short of that many. One statement, one round trip; every branch is
     scoped to the organization by the composite ``(organization_id, tsv)`` GIN index, so no
     other tenant's rows are touched.
 
@@ -365,24 +366,31 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     findable_any = findable + [qt for lx, qt in zip(expanded, quoted_expanded) if dfs.get(lx, 0) < DF_CAP]
     quoted_any = quoted + quoted_expanded
     strict = "websearch_to_tsquery('english', :qtext)"
-    tiers = [("all_terms", strict, [])]
+    tiers = [("all_terms", strict)]
     pairs = [f"({a} & {b})" for i, a in enumerate(findable[:5]) for b in findable[i + 1:5]] if len(quoted) >= 3 else []
     if pairs:
-        tiers.append(("two_terms", "CAST(:tq_two AS tsquery)", [strict]))
+        tiers.append(("two_terms", "CAST(:tq_two AS tsquery)"))
     if len(quoted_any) >= 2:
-        tiers.append(("any_term", "CAST(:tq_any AS tsquery)", [strict] + (["CAST(:tq_two AS tsquery)"] if pairs else [])))
+        tiers.append(("any_term", "CAST(:tq_any AS tsquery)"))
     where, p = pf.chunk_condition("c")
     params = {**p, "matches": None if pf.selective else MATCHES_PER_TIER, "qtext": query,
               "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(findable_any), "k": k,
               "idf": [idf[lx] for lx in terms + expanded]}
+    # each tier is its own materialized set. A looser tier leaves out the chunks an earlier one
+    # already holds by their ids (a test of the earlier tier's query would read each of their
+    # tsvectors from TOAST again: 2,000 rows and 23 ms in a 400,000-chunk organization whose
+    # every two-word match also held every word), and it runs only while every earlier tier
+    # came back short of KEYWORD_CANDIDATES: once that many chunks hold every word of the
+    # question (or two of its rarest), a chunk with fewer of them does not reach the top k
     branches = []
-    for t, (name, q, earlier) in enumerate(tiers):
-        not_earlier = "".join(f" AND NOT (c.tsv @@ {e})" for e in earlier)
+    for t, (_name, q) in enumerate(tiers):
+        gate = "".join(f" AND (SELECT count(*) FROM cand{e}) < {KEYWORD_CANDIDATES}" for e in range(t))
+        seen = "".join(f" AND m.id NOT IN (SELECT id FROM cand{e})" for e in range(t))
         # `|| ''` detoasts the tsvector once here, not once per scoring call below
         branches.append(
-            f"(SELECT {t} AS tier, c.id, c.document_id, c.tsv || ''::tsvector AS tsv "
+            f"cand{t} AS MATERIALIZED (SELECT {t} AS tier, c.id, c.document_id, c.tsv || ''::tsvector AS tsv "
             f"FROM kbf_fulltext_match(CAST(:org AS uuid), {q}, :matches) m JOIN chunks c ON c.id = m.id "
-            f"WHERE c.organization_id = :org{not_earlier} AND {where} LIMIT {KEYWORD_CANDIDATES})")
+            f"WHERE c.organization_id = :org{gate}{seen} AND {where} LIMIT {KEYWORD_CANDIDATES})")
     # BM25 without unnesting every chunk's tsvector: ts_rank of one word (normalization 0) is
     # that word's occurrences, the best-weighted one counted whole and the others less and
     # less (1/4, 1/9, …); scaled so one body occurrence is 1 and a title occurrence
@@ -391,7 +399,8 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     # each candidate's score is a sum over the question's words computed beside it, not a join of
     # every candidate with every word grouped back (a sort of thousands of rows: 20 of 89 ms for
     # 800 candidates of a 400,000-chunk organization); a candidate no word matches has no score
-    sql = (f"WITH cand AS MATERIALIZED ({' UNION ALL '.join(branches)}), "
+    sql = (f"WITH {', '.join(branches)}, "
+           f"cand AS MATERIALIZED ({' UNION ALL '.join(f'SELECT * FROM cand{t}' for t in range(len(tiers)))}), "
            "terms AS MATERIALIZED (SELECT CAST(q AS tsquery) AS q, idf FROM unnest(CAST(:tq AS text[]), "
            "CAST(:idf AS float8[])) AS t(q, idf)), "
            "avgdl AS (SELECT greatest(avg(length(tsv)), 1)::float8 AS dl FROM cand), "
@@ -399,17 +408,23 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
            "(SELECT sum(w.idf * w.f * (:k1 + 1) / (w.f + :k1 * (1 - :b + :b * length(cand.tsv) / avgdl.dl))) "
            "FROM (SELECT terms.idf, ts_rank(CAST(:w AS float4[]), cand.tsv, terms.q, 0) * :scale AS f "
            "FROM terms WHERE cand.tsv @@ terms.q) w) AS score FROM cand CROSS JOIN avgdl) "
-           "SELECT tier, id, document_id, score FROM scored WHERE score IS NOT NULL "
-           "ORDER BY score DESC, id LIMIT :k")
+           f"SELECT tier, id, document_id, score, ARRAY[{', '.join(f'(SELECT count(*) FROM cand{t})' for t in range(len(tiers)))}] "
+           "FROM scored WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT :k")
     params.update(tq=quoted_any, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
                   k1=BM25_K1, b=BM25_B)
     rows = session.execute(bind(sql, params), params).all()
     hits: list[Hit] = []
-    per_tier = {name: 0 for name, _, _ in tiers}
+    per_tier = {name: 0 for name, _ in tiers}
     for r in rows:
         per_tier[tiers[r[0]][0]] += 1
         hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]), "keyword"))
-    used = [{"tier": name, "hits": c} for name, c in per_tier.items()]
+    counts = list(rows[0][4]) if rows else [0] * len(tiers)
+    used = []
+    for t, (name, c) in enumerate(per_tier.items()):
+        row = {"tier": name, "hits": c, "candidates": int(counts[t])}
+        if any(n >= KEYWORD_CANDIDATES for n in counts[:t]):
+            row["skipped"] = "an earlier tier filled the candidates"
+        used.append(row)
     out = {"tiers": used, "lexemes": terms, "idf": {lx: round(idf[lx], 3) for lx in terms},
            "ranking": "bm25", "queries": 1}
     if expanded:
