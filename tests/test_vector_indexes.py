@@ -28,7 +28,7 @@ def small_exact_scan(monkeypatch, kb_services):
     reset_config()
     with get_engine().connect() as conn:
         for (old,) in conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'chunks' "
-                                        "AND indexname LIKE 'ix_chunks_hnsw_%'")).all():
+                                        "AND (indexname LIKE 'ix_chunks_hnsw_%' OR indexname LIKE 'ix_chunks_fts_%')")).all():
             conn.execute(text(f"DROP INDEX IF EXISTS {old}"))
         conn.commit()
     vector_index.forget()
@@ -80,15 +80,16 @@ def test_ingestion_queues_the_index_and_kbf_db_indexes_shows_and_rebuilds_it(kb_
     env = _env(kb_services)
     model = registry.embedder().model
     name = vector_index.index_name(model, kb_org["id"])
+    fts = vector_index.fulltext_index_name(kb_org["id"])
     assert all(r.action == "indexed" for r in _seed(kb_org["id"]))
     rows = json.loads(kbf("db", "indexes", "--json", env=env).stdout)
     assert [(r["name"], r["organization"], r["rows"], r["state"]) for r in rows] == [
-        (name, kb_org["slug"], 60, "missing")]
-    kb_drain()  # the worker builds it, behind the load
+        (name, kb_org["slug"], 60, "missing"), (fts, kb_org["slug"], 60, "missing")]
+    kb_drain()  # the worker builds both, behind the load
     rows = json.loads(kbf("db", "indexes", "--json", env=env).stdout)
-    assert [(r["name"], r["organization_id"], r["model"], r["dim"], r["state"]) for r in rows] == [
-        (name, kb_org["id"], model, 256, "valid")]
-    assert rows[0]["bytes"] > 0
+    assert [(r["name"], r["organization_id"], r["model"], r["kind"], r["dim"], r["state"]) for r in rows] == [
+        (name, kb_org["id"], model, "vector", 256, "valid"), (fts, kb_org["id"], None, "full text", None, "valid")]
+    assert rows[0]["bytes"] > 0 and rows[1]["bytes"] > 0
     listing = kbf("db", "indexes", env=env).stdout
     assert name in listing and kb_org["slug"] in listing and "60 chunks" in listing and "valid" in listing
     with get_engine().connect() as conn:
@@ -153,7 +154,8 @@ def test_kbf_db_indexes_build_sees_the_chunks_through_row_level_security(kb_org,
     out = kbf("db", "indexes", "--build", env=env).stdout
     assert f"{name}: built in" in out
     rows = json.loads(kbf("db", "indexes", "--json", env=env).stdout)
-    assert [(r["name"], r["state"]) for r in rows] == [(name, "valid")]
+    assert [(r["name"], r["state"]) for r in rows] == [
+        (name, "valid"), (vector_index.fulltext_index_name(kb_org["id"]), "valid")]
     with get_engine().connect() as conn:  # an index from older build parameters is brought up to date
         conn.execute(text(f"DROP INDEX {name}"))
         conn.execute(text(vector_index.create_sql(model, 256, kb_org["id"], concurrently=False).replace(
@@ -287,16 +289,53 @@ def test_kbf_db_indexes_build_drops_what_no_longer_serves(kb_org, kb_drain, kb_s
     _seed(kb_org["id"])
     kb_drain()
     shared, own = vector_index.index_name(model), vector_index.index_name(model, kb_org["id"])
+    fts = vector_index.fulltext_index_name(kb_org["id"])
     with get_engine().connect() as conn:
         conn.execute(text(vector_index.create_sql(model, 256, concurrently=False)))  # as an earlier release made it
         conn.commit()
     rows = {r["name"]: r["state"] for r in json.loads(kbf("db", "indexes", "--json", env=env).stdout)}
-    assert rows == {own: "valid", shared: "superseded"}
+    assert rows == {own: "valid", fts: "valid", shared: "superseded"}
     out = kbf("db", "indexes", "--build", env=env).stdout
     assert f"{shared}: dropped (superseded)" in out and f"{own}: already valid" in out
     rows = {r["name"]: r["state"] for r in json.loads(kbf("db", "indexes", "--json", env=env).stdout)}
-    assert rows == {own: "valid"}
+    assert rows == {own: "valid", fts: "valid"}
     gone = delete_organization(kb_org["id"])
-    assert gone["vector_indexes"] == [own]
+    assert sorted(gone["vector_indexes"]) == sorted([own, fts])
     with get_engine().connect() as conn:
-        assert own not in vector_index.existing(conn)
+        assert not {own, fts} & set(vector_index.existing(conn))
+
+
+def test_an_organization_above_the_exact_scan_size_matches_words_in_its_own_full_text_index(kb_org, kb_drain):
+    """Its question reads no other organization's entries and not the posting list of its own
+    every chunk in the shared (organization_id, tsv) index; the keyword leg finds the same."""
+    from sqlalchemy import text
+
+    from kbframework.db import session_scope
+    from kbframework.orgs.accounts import create_org
+    from kbframework.retrieval import vector_index
+    from kbframework.retrieval.search import Prefilter, forget_counts, keyword_search
+
+    with session_scope() as s:
+        small = str(create_org(s, "Small Org", "Europe/Belgrade", "small-org").id)
+    _seed(kb_org["id"])
+    _seed(small, n=20)
+    kb_drain()
+    forget_counts()
+    own = vector_index.fulltext_index_name(kb_org["id"])
+    with session_scope() as s:
+        names = {r[0] for r in s.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'chunks'")).all()}
+        assert own in names and vector_index.fulltext_index_name(small) not in names
+        # the plan of the matching function's statement, as its owner, its settings and a custom
+        # plan make it (under the tenant role's policy `@@` could use no index at all)
+        s.execute(text("SET LOCAL ROLE NONE"))
+        s.execute(text("SET LOCAL enable_seqscan = off"))
+        s.execute(text("SET LOCAL enable_indexscan = off"))
+        plans = {org: "\n".join(r[0] for r in s.execute(text(
+            "EXPLAIN SELECT id FROM chunks WHERE organization_id = CAST(:org AS uuid) "
+            "AND tsv @@ websearch_to_tsquery('english', 'gift vouchers')"), {"org": org}).all())
+            for org in (kb_org["id"], small)}
+    assert own in plans[kb_org["id"]] and "ix_chunks_org_tsv" in plans[small] and own not in plans[small]
+    with session_scope() as s:
+        pf = Prefilter(organization_id=kb_org["id"], now=datetime.now(timezone.utc))
+        hits, dbg = keyword_search(s, pf, "gift cards and vouchers")
+    assert len(hits) == 10 and dbg["tiers"][0]["candidates"] == 10  # notes 5, 11, … 59 hold every word

@@ -281,9 +281,10 @@ def db_downgrade(revision):
 @click.option("--rebuild", metavar="NAME", default=None, help="REINDEX one index CONCURRENTLY")
 @click.option("--json", "as_json", is_flag=True)
 def db_indexes(build_missing, rebuild, as_json):
-    """The vector indexes: one HNSW index per organization and embedding model, for each
-    organization with more chunks of the model than an exact scan serves
-    (KB_EXACT_SCAN_MAX_ROWS), with its chunks, size and state."""
+    """The organizations' own indexes: one HNSW index per organization and embedding model, for
+    each organization with more chunks of the model than an exact scan serves
+    (KB_EXACT_SCAN_MAX_ROWS), and a full-text index for each of those organizations, with
+    chunks, size and state."""
     from kbframework.db import get_engine
     from kbframework.retrieval import vector_index
 
@@ -310,7 +311,7 @@ def db_indexes(build_missing, rebuild, as_json):
             extra = f" ({r['progress']['phase']}, {r['progress']['tuples_done']}/{r['progress']['tuples_total']})"
         org = r["organization"] or r["organization_id"] or "(every organization)"
         chunks = "-" if r["rows"] is None else f"{r['rows']} chunks"
-        click.echo(f"{r['name']}\t{org}\t{r['model'] or '-'}\t{r['dim'] or '-'}\t{chunks}\t"
+        click.echo(f"{r['name']}\t{org}\t{r['model'] or r.get('kind') or '-'}\t{r['dim'] or '-'}\t{chunks}\t"
                    f"{r['state']}{extra}\t{size}")
     if any(r["state"] in ("missing", "invalid", "superseded", "unused") for r in rows) and not build_missing:
         click.echo("run `kbf db indexes --build` to build the missing ones and drop the ones no longer used",

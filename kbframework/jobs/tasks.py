@@ -30,8 +30,8 @@ def refresh_statistics_job(deferrals: int = 0) -> dict:
 
 
 def build_vector_index_job(model: str, dim: int, org: str | None = None) -> dict:
-    """Build an organization's HNSW index for a model once the load that took it past the
-    exact-scan size is written (a job queued by an earlier release names no organization:
+    """Build an organization's HNSW index for a model, and its own full-text index, once the
+    load that took it past the exact-scan size is written (a job queued by an earlier release names no organization:
     then every organization that needs one gets it)."""
     boot()
     from kbframework.retrieval import vector_index
@@ -39,7 +39,9 @@ def build_vector_index_job(model: str, dim: int, org: str | None = None) -> dict
     with tenancy.system("build the vector index of an organization's chunks (CREATE INDEX CONCURRENTLY)"):
         if org is None:
             return {"built": vector_index.ensure_all()}
-        return vector_index.build(model, dim, org, analyze_after=True)
+        # the organization's own full-text index first: the vector build analyzes after it
+        full_text = vector_index.build_fulltext(org)
+        return {**vector_index.build(model, dim, org, analyze_after=True), "full_text": full_text}
 
 
 def drop_organization_vector_indexes_job(org_id: str) -> list[str]:

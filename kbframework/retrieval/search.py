@@ -27,7 +27,11 @@ from kbframework.retrieval.corpus_stats import DF_CAP, document_frequency, forge
 SERVABLE_STATUSES = ("active", "syncing", "error")  # error/syncing keep their last good chunks
 RRF_K = 60
 KEYWORD_CANDIDATES = 400
-MATCHES_PER_TIER = 5 * KEYWORD_CANDIDATES  # read from the full-text index when few matches are filtered out
+# matches a tier reads from the full-text index when few are filtered out: its candidates twice
+# over (room for the documents the pre-filter refuses) and the chunks the earlier tiers hold. A
+# function's rows are all read before the first is used, so each one read costs its heap visit:
+# five times the candidates cost the 400,000-chunk organization's all-words tier 13 ms of 28
+MATCHES_PER_TIER = 2 * KEYWORD_CANDIDATES
 FILTERED_ROLES = ("product", "event")  # price/category/stock filters describe these roles
 
 
@@ -340,7 +344,8 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     The matching itself is ``kbf_fulltext_match`` (migration 0008): under row-level security
     ``@@`` cannot use the index, the function can, and it applies the policy's own test to the
     organization it is asked for. Without a selective pre-filter nearly every match passes it,
-    so each tier takes at most MATCHES_PER_TIER matches from the index; with one (a date
+    so each tier takes at most MATCHES_PER_TIER matches from the index (and as many more as the
+    earlier tiers hold chunks); with one (a date
     window, a price, a city…) the tier takes every match and the pre-filter picks."""
     lexemes = session.execute(text(
         "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
@@ -373,7 +378,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     if len(quoted_any) >= 2:
         tiers.append(("any_term", "CAST(:tq_any AS tsquery)"))
     where, p = pf.chunk_condition("c")
-    params = {**p, "matches": None if pf.selective else MATCHES_PER_TIER, "qtext": query,
+    params = {**p, "qtext": query,
               "tq_two": " | ".join(pairs) or None, "tq_any": " | ".join(findable_any), "k": k,
               "idf": [idf[lx] for lx in terms + expanded]}
     # each tier is its own materialized set. A looser tier leaves out the chunks an earlier one
@@ -384,12 +389,13 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     # question (or two of its rarest), a chunk with fewer of them does not reach the top k
     branches = []
     for t, (_name, q) in enumerate(tiers):
+        params[f"matches{t}"] = None if pf.selective else MATCHES_PER_TIER + t * KEYWORD_CANDIDATES
         gate = "".join(f" AND (SELECT count(*) FROM cand{e}) < {KEYWORD_CANDIDATES}" for e in range(t))
         seen = "".join(f" AND m.id NOT IN (SELECT id FROM cand{e})" for e in range(t))
         # `|| ''` detoasts the tsvector once here, not once per scoring call below
         branches.append(
             f"cand{t} AS MATERIALIZED (SELECT {t} AS tier, c.id, c.document_id, c.tsv || ''::tsvector AS tsv "
-            f"FROM kbf_fulltext_match(CAST(:org AS uuid), {q}, :matches) m JOIN chunks c ON c.id = m.id "
+            f"FROM kbf_fulltext_match(CAST(:org AS uuid), {q}, :matches{t}) m JOIN chunks c ON c.id = m.id "
             f"WHERE c.organization_id = :org{gate}{seen} AND {where} LIMIT {KEYWORD_CANDIDATES})")
     # BM25 without unnesting every chunk's tsvector: ts_rank of one word (normalization 0) is
     # that word's occurrences, the best-weighted one counted whole and the others less and

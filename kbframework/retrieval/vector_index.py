@@ -17,6 +17,15 @@ per-row graph maintenance), and by ``kbf db indexes --build``, which also drops 
 longer serves: the model-wide indexes of earlier releases and the indexes of organizations
 without chunks of their model. The vector leg (``retrieval.search``) repeats the index
 expression exactly.
+
+The same organizations get a full-text index of their own, ``gin (tsv) WHERE organization_id =
+'<org>'``, beside the composite ``(organization_id, tsv)`` index every organization shares.
+In the shared one a large organization's question reads its organization's entry, a posting
+list of every one of its chunks, before the words' (at 1M chunks, 454 index pages and 11 ms for
+the 400,000-chunk organization's all-words match, against 130 pages and 4 ms in its own); the
+keyword leg's functions (``kbf_fulltext_match``, ``kbf_fulltext_df``) are planned for the
+organization they are asked about and pick it. Small organizations keep the shared index: their
+entry is short, and their writes maintain one index fewer.
 """
 from __future__ import annotations
 
@@ -37,6 +46,8 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 SMALL_BUILD_ROWS = 10_000  # below this, a plain CREATE INDEX (writes wait a few milliseconds)
 PREFIX = "ix_chunks_hnsw_"
+FULLTEXT_PREFIX = "ix_chunks_fts_"
+FULLTEXT = "full text"  # the kind of the per-organization full-text indexes, where a vector index names its model
 
 _known: set[str] = set()
 _known_lock = threading.Lock()
@@ -47,6 +58,16 @@ def index_name(model: str, org=None) -> str:
     organization, the model-wide name earlier releases built (recognised, then dropped)."""
     base = PREFIX + hashlib.sha1(model.encode()).hexdigest()[:12]
     return base if org is None else f"{base}_{str(org).replace('-', '')[:12]}"
+
+
+def fulltext_index_name(org) -> str:
+    """``ix_chunks_fts_<organization id's first 12 hex digits>``."""
+    return FULLTEXT_PREFIX + str(org).replace("-", "")[:12]
+
+
+def fulltext_create_sql(org, *, concurrently: bool = True) -> str:
+    return (f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS {fulltext_index_name(org)} "
+            f"ON chunks USING gin (tsv) WHERE organization_id = {_quote(org)}::uuid")
 
 
 def _quote(value: str) -> str:
@@ -99,9 +120,14 @@ def wanted(conn, counts: dict[tuple[str, str], int] | None = None) -> list[dict]
     counts = chunk_counts(conn) if counts is None else counts
     limit = threshold()
     dims = dimensions(conn, {m for (_org, m), n in counts.items() if n > limit})
-    return [{"organization_id": org, "model": model, "dim": dims[model], "rows": n,
-             "name": index_name(model, org)}
-            for (org, model), n in sorted(counts.items()) if n > limit and model in dims]
+    out = [{"organization_id": org, "model": model, "kind": "vector", "dim": dims[model], "rows": n,
+            "name": index_name(model, org)}
+           for (org, model), n in sorted(counts.items()) if n > limit and model in dims]
+    # the organization's own full-text index, for the organizations that have a vector index
+    for org in sorted({w["organization_id"] for w in out}):
+        out.append({"organization_id": org, "model": None, "kind": FULLTEXT, "dim": None,
+                    "rows": sum(n for (o, _m), n in counts.items() if o == org), "name": fulltext_index_name(org)})
+    return out
 
 
 _ORG_RE = re.compile(r"organization_id = '([0-9a-f-]{36})'::uuid")
@@ -109,15 +135,19 @@ _MODEL_RE = re.compile(r"embedding_model\)::text = '((?:[^']|'')*)'::text")
 
 
 def existing(conn) -> dict[str, dict]:
-    """Every HNSW index on chunks: {name: {valid, ready, bytes, definition, model, organization_id}}."""
+    """Every HNSW index on chunks and every organization's own full-text index: {name: {valid,
+    ready, bytes, definition, kind, model, organization_id}}."""
     rows = conn.execute(text(
-        "SELECT c.relname, i.indisvalid, i.indisready, pg_relation_size(c.oid), pg_get_indexdef(c.oid) "
+        "SELECT c.relname, i.indisvalid, i.indisready, pg_relation_size(c.oid), pg_get_indexdef(c.oid), a.amname "
         "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid "
-        "JOIN pg_am a ON a.oid = c.relam WHERE t.relname = 'chunks' AND a.amname = 'hnsw'")).all()
+        "JOIN pg_am a ON a.oid = c.relam WHERE t.relname = 'chunks' "
+        "AND (a.amname = 'hnsw' OR (a.amname = 'gin' AND c.relname LIKE :fts))"),
+        {"fts": FULLTEXT_PREFIX + "%"}).all()
     out = {}
-    for name, valid, ready, size, definition in rows:
+    for name, valid, ready, size, definition, am in rows:
         org, model = _ORG_RE.search(definition), _MODEL_RE.search(definition)
         out[name] = {"valid": valid, "ready": ready, "bytes": int(size), "definition": definition,
+                     "kind": "vector" if am == "hnsw" else FULLTEXT,
                      "organization_id": org.group(1) if org else None,
                      "model": model.group(1).replace("''", "'") if model else None}
     return out
@@ -159,11 +189,14 @@ def status(conn, counts: dict[tuple[str, str], int] | None = None) -> list[dict]
         if name in seen:
             continue
         org, model = info["organization_id"], info["model"]
-        rows = counts.get((org, model), 0) if org else None
+        if info["kind"] == FULLTEXT:
+            rows = sum(n for (o, _m), n in counts.items() if o == org)
+        else:
+            rows = counts.get((org, model), 0) if org else None
         state = ("building" if name in progress else "invalid" if not info["valid"]
                  else "superseded" if org is None else "valid" if rows else "unused")
         out.append({"name": name, "organization_id": org, "organization": slugs.get(org), "model": model,
-                    "dim": None, "rows": rows, "state": state, "bytes": info["bytes"],
+                    "kind": info["kind"], "dim": None, "rows": rows, "state": state, "bytes": info["bytes"],
                     "progress": progress.get(name)})
     return out
 
@@ -277,6 +310,34 @@ def build(model: str, dim: int, org, conn=None, rows: int | None = None, *, anal
             conn.close()
 
 
+def build_fulltext(org, conn=None, rows: int | None = None) -> dict:
+    """Build one organization's own full-text index concurrently (a no-op when a valid one
+    exists; an invalid leftover is dropped and built again)."""
+    import time
+
+    own = conn is None
+    conn = conn or _autocommit_conn()
+    try:
+        name = fulltext_index_name(org)
+        info = existing(conn).get(name)
+        if info and not info["valid"]:
+            conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+            info = None
+        if info:
+            return {"name": name, "built": False, "seconds": 0.0}
+        if rows is None:
+            rows = sum(chunk_counts(conn, org).values())
+        t0 = time.perf_counter()
+        _tune(conn, rows)
+        conn.execute(text(fulltext_create_sql(org, concurrently=rows >= SMALL_BUILD_ROWS)))
+        secs = round(time.perf_counter() - t0, 2)
+        log.info("built %s for organization %s (%s chunks) in %.1fs", name, org, rows, secs)
+        return {"name": name, "built": True, "seconds": secs}
+    finally:
+        if own:
+            conn.close()
+
+
 def analyze(conn) -> None:
     """Fresh statistics for both tables the legs join, so the first questions after a load
     and its index are planned on the rows that are there."""
@@ -320,7 +381,8 @@ def ensure_all(conn=None) -> list[dict]:
         if not _has_compact_vectors(conn):
             return []
         counts = chunk_counts(conn)
-        results = [build(w["model"], w["dim"], w["organization_id"], conn, rows=w["rows"])
+        results = [build(w["model"], w["dim"], w["organization_id"], conn, rows=w["rows"]) if w["kind"] == "vector"
+                   else build_fulltext(w["organization_id"], conn, rows=w["rows"])
                    for w in wanted(conn, counts)]
         if any(r["built"] for r in results):
             analyze(conn)
