@@ -3,6 +3,7 @@ a conversation as its turns with trace and feedback, CSV/JSON export, erase."""
 import csv
 import io
 from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import func, select, update
@@ -64,7 +65,9 @@ def test_list_newest_first_and_every_filter(kb_admin, talk):
     assert ids(get(thumbs_down="1")) == ["visitor-a"]
     assert ids(get(zero_result="1")) == ["visitor-b"]
     assert ids(get(q="zebra")) == ["visitor-b"] and ids(get(q="visitor-a")) == ["visitor-a"]
-    today = datetime.now(timezone.utc).date()
+    # the filter's days are the organization's (the test organization's zone is Europe/Belgrade):
+    # counted in UTC, between 23:00 and midnight UTC the days were one behind
+    today = datetime.now(ZoneInfo("Europe/Belgrade")).date()
     week_ago = (today - timedelta(days=6)).isoformat()
     assert ids(get(**{"from": week_ago, "to": week_ago})) == ["visitor-a"]
     assert "visitor-a" not in ids(get(**{"from": (today - timedelta(days=1)).isoformat()}))
