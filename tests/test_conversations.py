@@ -2,7 +2,7 @@
 a conversation as its turns with trace and feedback, CSV/JSON export, erase."""
 import csv
 import io
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
