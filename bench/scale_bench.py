@@ -515,7 +515,7 @@ def after_load(result: dict, orgs: list[dict], rng: random.Random, pool: list[st
     result["chunks_heap_mb"] = round(sizes[0] / 1048576, 1)
     result["chunks_total_mb"] = round(sizes[1] / 1048576, 1)
     result["fulltext_index_mb"] = round(sizes[2] / 1048576, 1)
-    print(f"post-load: HNSW build and ANALYZE {result['index_build_seconds']} s "
+    print(f"post-load: the organizations' HNSW and full-text indexes, ANALYZE, word counts {result['index_build_seconds']} s "
           f"({result['index_mb']} MB; {built}); heap {result['chunks_heap_mb']} MB, "
           f"total with TOAST and indexes {result['chunks_total_mb']} MB", flush=True)
     questions = [pool[rng.randrange(len(pool))][:80] for _ in range(n_questions)]

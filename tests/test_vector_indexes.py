@@ -70,6 +70,22 @@ def _seed(org_id, n=60):
     return ingest_documents(ids)
 
 
+def _large_and_small(large: str, kb_drain) -> str:
+    """``large`` with 60 chunks, above the tests' exact-scan size, and a new organization with
+    20, below it, indexed by the worker; returns the small one's id."""
+    from kbframework.db import session_scope
+    from kbframework.orgs.accounts import create_org
+    from kbframework.retrieval.search import forget_counts
+
+    with session_scope() as s:
+        small = str(create_org(s, "Small Org", "Europe/Belgrade", "small-org").id)
+    _seed(large)
+    _seed(small, n=20)
+    kb_drain()
+    forget_counts()
+    return small
+
+
 def test_ingestion_queues_the_index_and_kbf_db_indexes_shows_and_rebuilds_it(kb_org, kb_drain, kb_services):
     from sqlalchemy import text
 
@@ -241,16 +257,10 @@ def test_only_an_organization_that_outgrows_an_exact_scan_gets_an_index_of_its_o
 
     from kbframework.db import get_engine, session_scope
     from kbframework.hooks import registry
-    from kbframework.orgs.accounts import create_org
     from kbframework.retrieval import vector_index
-    from kbframework.retrieval.search import Prefilter, forget_counts, vector_plan, vector_search
+    from kbframework.retrieval.search import Prefilter, vector_plan, vector_search
 
-    with session_scope() as s:
-        small = str(create_org(s, "Small Org", "Europe/Belgrade", "small-org").id)
-    _seed(kb_org["id"])
-    _seed(small, n=20)
-    kb_drain()
-    forget_counts()
+    small = _large_and_small(kb_org["id"], kb_drain)
     provider = registry.embedder()
     big_name, small_name = (vector_index.index_name(provider.model, o) for o in (kb_org["id"], small))
     with get_engine().connect() as conn:
@@ -311,16 +321,10 @@ def test_an_organization_above_the_exact_scan_size_matches_words_in_its_own_full
     from sqlalchemy import text
 
     from kbframework.db import session_scope
-    from kbframework.orgs.accounts import create_org
     from kbframework.retrieval import vector_index
-    from kbframework.retrieval.search import Prefilter, forget_counts, keyword_search
+    from kbframework.retrieval.search import Prefilter, keyword_search
 
-    with session_scope() as s:
-        small = str(create_org(s, "Small Org", "Europe/Belgrade", "small-org").id)
-    _seed(kb_org["id"])
-    _seed(small, n=20)
-    kb_drain()
-    forget_counts()
+    small = _large_and_small(kb_org["id"], kb_drain)
     own = vector_index.fulltext_index_name(kb_org["id"])
     with session_scope() as s:
         names = {r[0] for r in s.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'chunks'")).all()}

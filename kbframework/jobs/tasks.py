@@ -31,8 +31,8 @@ def refresh_statistics_job(deferrals: int = 0) -> dict:
 
 def build_vector_index_job(model: str, dim: int, org: str | None = None) -> dict:
     """Build an organization's HNSW index for a model, and its own full-text index, once the
-    load that took it past the exact-scan size is written (a job queued by an earlier release names no organization:
-    then every organization that needs one gets it)."""
+    load that took it past the exact-scan size is written (a job queued by an earlier release
+    names no organization: then every organization that needs one gets it)."""
     boot()
     from kbframework.retrieval import vector_index
 

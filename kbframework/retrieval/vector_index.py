@@ -124,9 +124,10 @@ def wanted(conn, counts: dict[tuple[str, str], int] | None = None) -> list[dict]
             "name": index_name(model, org)}
            for (org, model), n in sorted(counts.items()) if n > limit and model in dims]
     # the organization's own full-text index, for the organizations that have a vector index
+    sizes = org_sizes(counts)
     for org in sorted({w["organization_id"] for w in out}):
         out.append({"organization_id": org, "model": None, "kind": FULLTEXT, "dim": None,
-                    "rows": sum(n for (o, _m), n in counts.items() if o == org), "name": fulltext_index_name(org)})
+                    "rows": sizes[org], "name": fulltext_index_name(org)})
     return out
 
 
@@ -176,6 +177,7 @@ def status(conn, counts: dict[tuple[str, str], int] | None = None) -> list[dict]
     progress = building(conn)
     counts = chunk_counts(conn) if counts is None else counts
     slugs = _org_slugs(conn)
+    sizes = org_sizes(counts)
     out, seen = [], set()
     for w in wanted(conn, counts):
         name = w["name"]
@@ -190,7 +192,7 @@ def status(conn, counts: dict[tuple[str, str], int] | None = None) -> list[dict]
             continue
         org, model = info["organization_id"], info["model"]
         if info["kind"] == FULLTEXT:
-            rows = sum(n for (o, _m), n in counts.items() if o == org)
+            rows = sizes.get(org, 0)
         else:
             rows = counts.get((org, model), 0) if org else None
         state = ("building" if name in progress else "invalid" if not info["valid"]
@@ -273,17 +275,15 @@ def _tune(conn, rows: int | None = None, dim: int | None = None) -> None:
                       f"{int(os.environ.get('KB_INDEX_BUILD_WORKERS', '2'))}"))
 
 
-def build(model: str, dim: int, org, conn=None, rows: int | None = None, *, analyze_after: bool = False) -> dict:
-    """Build one organization's index for one model concurrently (a no-op when a valid one
-    exists); an invalid leftover of an interrupted build is dropped and built again.
-    ``analyze_after``: refresh the planner's statistics once it is built (a build on its own;
-    ``ensure_all`` analyzes once after all of its builds)."""
+def _build_one(conn, name: str, create, rows, dim: int | None, what: str, analyze_after: bool) -> dict:
+    """The build of one index, shared by both kinds: a no-op when a valid one exists; an
+    invalid leftover of an interrupted build is dropped and built again. ``rows``: the chunks
+    it will hold, or a function that counts them; ``create(concurrently)``: its statement."""
     import time
 
     own = conn is None
     conn = conn or _autocommit_conn()
     try:
-        name = index_name(model, org)
         info = existing(conn).get(name)
         if info and not info["valid"]:
             conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
@@ -292,50 +292,48 @@ def build(model: str, dim: int, org, conn=None, rows: int | None = None, *, anal
             _remember(name)
             return {"name": name, "built": False, "seconds": 0.0}
         t0 = time.perf_counter()
-        if rows is None:
-            rows = chunk_counts(conn, org).get((str(org), model), 0)
+        if callable(rows):
+            rows = rows(conn)
         _tune(conn, rows, dim)
         # a small index is built in milliseconds; CONCURRENTLY would instead wait for every
         # open transaction in the database to finish first
-        conn.execute(text(create_sql(model, dim, org, concurrently=rows >= SMALL_BUILD_ROWS)))
+        conn.execute(text(create(rows >= SMALL_BUILD_ROWS)))
         if analyze_after:
             analyze(conn)
         _remember(name)
         secs = round(time.perf_counter() - t0, 2)
-        log.info("built %s for organization %s, %s (%s dims, %s chunks) in %.1fs", name, org, model, dim,
-                 rows, secs)
+        log.info("built %s for %s (%s chunks) in %.1fs", name, what, rows, secs)
         return {"name": name, "built": True, "seconds": secs}
     finally:
         if own:
             conn.close()
+
+
+def build(model: str, dim: int, org, conn=None, rows: int | None = None, *, analyze_after: bool = False) -> dict:
+    """Build one organization's index for one model concurrently (a no-op when a valid one
+    exists); an invalid leftover of an interrupted build is dropped and built again.
+    ``analyze_after``: refresh the planner's statistics once it is built (a build on its own;
+    ``ensure_all`` analyzes once after all of its builds)."""
+    count = rows if rows is not None else (lambda c: chunk_counts(c, org).get((str(org), model), 0))
+    return _build_one(conn, index_name(model, org), lambda concurrently: create_sql(
+        model, dim, org, concurrently=concurrently), count, dim,
+        f"organization {org}, {model} ({dim} dims)", analyze_after)
 
 
 def build_fulltext(org, conn=None, rows: int | None = None) -> dict:
     """Build one organization's own full-text index concurrently (a no-op when a valid one
     exists; an invalid leftover is dropped and built again)."""
-    import time
+    count = rows if rows is not None else (lambda c: sum(chunk_counts(c, org).values()))
+    return _build_one(conn, fulltext_index_name(org), lambda concurrently: fulltext_create_sql(
+        org, concurrently=concurrently), count, None, f"organization {org}, full text", False)
 
-    own = conn is None
-    conn = conn or _autocommit_conn()
-    try:
-        name = fulltext_index_name(org)
-        info = existing(conn).get(name)
-        if info and not info["valid"]:
-            conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
-            info = None
-        if info:
-            return {"name": name, "built": False, "seconds": 0.0}
-        if rows is None:
-            rows = sum(chunk_counts(conn, org).values())
-        t0 = time.perf_counter()
-        _tune(conn, rows)
-        conn.execute(text(fulltext_create_sql(org, concurrently=rows >= SMALL_BUILD_ROWS)))
-        secs = round(time.perf_counter() - t0, 2)
-        log.info("built %s for organization %s (%s chunks) in %.1fs", name, org, rows, secs)
-        return {"name": name, "built": True, "seconds": secs}
-    finally:
-        if own:
-            conn.close()
+
+def org_sizes(counts: dict[tuple[str, str], int]) -> dict[str, int]:
+    """{organization id: chunks of every model} from ``chunk_counts``."""
+    sizes: dict[str, int] = {}
+    for (org, _model), n in counts.items():
+        sizes[org] = sizes.get(org, 0) + n
+    return sizes
 
 
 def analyze(conn) -> None:
@@ -388,10 +386,7 @@ def ensure_all(conn=None) -> list[dict]:
             analyze(conn)
         from kbframework.retrieval.term_stats import refresh_stale_term_stats
 
-        sizes: dict[str, int] = {}
-        for (org, _model), n in counts.items():
-            sizes[org] = sizes.get(org, 0) + n
-        for stats in refresh_stale_term_stats(sizes):  # the large organizations' stored word counts
+        for stats in refresh_stale_term_stats(org_sizes(counts)):  # the large organizations' stored word counts
             results.append({"name": f"word counts of {stats['organization_id']}", "built": True,
                             "seconds": stats["seconds"], "words": stats["words"]})
         for row in status(conn, counts):  # builds add no chunk: the counts still hold
