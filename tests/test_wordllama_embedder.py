@@ -115,8 +115,9 @@ def test_a_query_vector_without_direction_leaves_the_search_to_keywords(monkeypa
 
 
 def test_a_query_reads_the_mapped_float16_rows_and_bulk_work_the_converted_table(tmp_path):
-    """A small call converts only its tokens' rows; the first bulk call converts the table once.
-    Both give the same vectors; a malformed weights file is a clear error."""
+    """A small call converts only its tokens' rows; once the process has embedded more than one
+    pooling batch, in one call or in many small ones (a worker's parts), the table is converted
+    once. Both give the same vectors; a malformed weights file is a clear error."""
     import json
     import struct
 
@@ -130,6 +131,13 @@ def test_a_query_reads_the_mapped_float16_rows_and_bulk_work_the_converted_table
     big = np.array(emb.embed_batch(TEXTS))
     assert len(TEXTS) > POOL_BATCH and emb._table.dtype == np.float32 and emb._load()[0] is emb._table
     assert np.array_equal(small, big[:POOL_BATCH])
+
+    parts = WordLlamaEmbedder()  # a worker's load: many calls of a few texts each
+    for k in range(0, POOL_BATCH, 8):
+        parts.embed_batch(TEXTS[k:k + 8])
+    assert parts._table is None, "a query-sized process keeps reading the mapped rows"
+    assert np.allclose(np.array(parts.embed_batch(TEXTS[:8])), small[:8], atol=1e-6)
+    assert parts._table is not None and parts._table.dtype == np.float32
 
     data = np.arange(6, dtype="<f2")
     for header, message in (({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}, "dtype"),

@@ -8,9 +8,11 @@ third of a second (tests/test_wordllama_embedder.py checks the vectors are ident
 
 The weights stay float16 in the file, mapped into memory, and a small call (a query) reads and
 converts only the rows of its tokens: reading and converting the whole 32,000 × 256 table to
-float32 cost a one-question ``kbf ask`` about 0.1 s before its first vector. The first call
-with more texts than one pooling batch (ingestion) converts the table once and keeps it, since
-pooling from float16 rows takes twice as long as from a float32 table.
+float32 cost a one-question ``kbf ask`` about 0.1 s before its first vector. Once the process
+has embedded more texts than one pooling batch, counted over all its calls, it converts the
+table once and keeps it, since pooling from float16 rows takes twice as long as from a float32
+table: a worker embeds a load in parts of about ten texts each, which a rule per call never
+saw as bulk work, so it pooled every part from float16 (a third of its embedding time).
 """
 from __future__ import annotations
 
@@ -60,10 +62,11 @@ class WordLlamaEmbedder(EmbeddingProvider):
 
     def __init__(self):
         self._weights = None  # the mapped float16 table
-        self._table = None  # the float32 copy, once a bulk call has paid for it
+        self._table = None  # the float32 copy, once bulk work has paid for it
+        self._embedded = 0  # texts embedded so far, over every call
         self._lock = threading.Lock()
 
-    def _load(self, texts: int = 1):
+    def _load(self, texts: int = 0):
         with self._lock:
             if self._weights is None:
                 root, tok = wordllama_dir(), wordllama_tokenizer()
@@ -72,7 +75,8 @@ class WordLlamaEmbedder(EmbeddingProvider):
                 tok.enable_padding()
                 tok.no_truncation()
                 self._weights = map_tensor(root / "weights" / "l2_supercat_256.safetensors", WEIGHTS)
-            if self._table is None and texts > POOL_BATCH:
+            self._embedded += texts
+            if self._table is None and self._embedded > POOL_BATCH:
                 self._table = np.ascontiguousarray(self._weights.astype(np.float32))
         return (self._weights if self._table is None else self._table), wordllama_tokenizer()
 
