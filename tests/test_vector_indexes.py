@@ -50,7 +50,7 @@ def _env(kb_services):
             "KB_EXACT_SCAN_MAX_ROWS": str(LIMIT)}
 
 
-def _seed(org_id, n=60):
+def _seed(org_id, n=60, start=0):
     from kbframework.db import session_scope
     from kbframework.ingest.pipeline import ingest_documents
     from kbframework.orgs.accounts import ensure_source
@@ -62,7 +62,7 @@ def _seed(org_id, n=60):
     with session_scope() as s:
         src = ensure_source(s, org_id, "manual", "Manual knowledge")
         ids = []
-        for i in range(n):
+        for i in range(start, start + n):
             body = f"# Note {i}\n\nAll about {topics[i % len(topics)]}, variant {i}. " * 3
             d, _ = apply_draft(s, src, DocumentDraft(title=f"Note {i}", normalized_content=body, type="manual",
                                                      document_role="manual", external_id=f"n{i}"), doc=None)
@@ -343,3 +343,34 @@ def test_an_organization_above_the_exact_scan_size_matches_words_in_its_own_full
         pf = Prefilter(organization_id=kb_org["id"], now=datetime.now(timezone.utc))
         hits, dbg = keyword_search(s, pf, "gift cards and vouchers")
     assert len(hits) == 10 and dbg["tiers"][0]["candidates"] == 10  # notes 5, 11, … 59 hold every word
+
+
+def test_a_load_in_many_jobs_counts_the_organization_only_once_it_may_near_the_size(kb_org, kb_drain):
+    """Each job of a load would count the organization's chunks again; a process that counted it
+    and knows what it wrote since skips the count while that stays within half the exact-scan
+    size, and counts (and asks for the index) once it may not."""
+    from sqlalchemy import event
+
+    from kbframework.db import get_engine
+    from kbframework.hooks import registry
+    from kbframework.retrieval import vector_index
+
+    counts = []
+
+    def catch(conn, cursor, statement, parameters, context, executemany):
+        if "SELECT count(*) FROM (SELECT 1 FROM chunks" in statement:
+            counts.append(statement)
+
+    event.listen(get_engine(), "before_cursor_execute", catch)
+    try:
+        _seed(kb_org["id"], n=20)  # 20 of 50: counted once
+        assert len(counts) == 1
+        _seed(kb_org["id"], n=4, start=20)  # 24, within half the size: not counted again
+        assert len(counts) == 1
+        _seed(kb_org["id"], n=32, start=24)  # 56 may be past it: counted, and it is
+        assert len(counts) == 2
+    finally:
+        event.remove(get_engine(), "before_cursor_execute", catch)
+    kb_drain()
+    with get_engine().connect() as conn:
+        assert vector_index.index_name(registry.embedder().model, kb_org["id"]) in set(vector_index.existing(conn))

@@ -426,16 +426,19 @@ def _index_new_models(written: list[_Work]) -> None:
     """An organization that this load took past the exact-scan size for a model gets its own
     vector index, built after the rest of the load."""
     loaded: dict[str, dict[str, int]] = {}
+    counts: dict[tuple[str, str], int] = {}
     for w in written:
         if w.vectors is not None and len(w.vectors):
             loaded.setdefault(str(w.org_id), {})[w.provider.model] = int(w.vectors.shape[1])
+            key = (str(w.org_id), w.provider.model)
+            counts[key] = counts.get(key, 0) + len(w.vectors)
     if not loaded:
         return
     try:
         from kbframework.retrieval.vector_index import after_load
 
         with session_scope() as s:
-            after_load(s, loaded)
+            after_load(s, loaded, counts)
     except Exception as exc:  # searching works without the index (exact scans); say so
         log.warning("could not arrange the vector index build: %s", exc)
 

@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import threading
+import time
 
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -422,6 +423,7 @@ def _remember(name: str) -> None:
 def forget() -> None:
     with _known_lock:
         _known.clear()
+    _below.clear()
 
 
 def has_index(session, model: str, org) -> bool:
@@ -438,16 +440,41 @@ def has_index(session, model: str, org) -> bool:
     return False
 
 
-def after_load(session, loaded: dict[str, dict[str, int]]) -> None:
+# (organization, model) → (its chunks as last counted, chunks this process wrote since, when):
+# a load goes in as many jobs, and each would count the organization's chunks again (up to the
+# exact-scan size of index entries and fresh heap rows) although it is nowhere near the size
+_below: dict[tuple[str, str], tuple[int, int, float]] = {}
+RECOUNT_SECONDS = 300.0  # other workers write too: what one process knows is recounted this often
+
+
+def _needs_count(org: str, model: str, written: int, limit: int) -> bool:
+    """False while this process knows the organization is at most half the size: its last
+    count plus what it wrote since. Other processes' writes are not in that sum, so the count
+    is redone every ``RECOUNT_SECONDS`` (an index asked for a few minutes late; the post-load
+    step and ``kbf db indexes --build`` still find every organization that needs one)."""
+    got = _below.get((org, model))
+    if got is None or time.monotonic() - got[2] > RECOUNT_SECONDS:
+        return True
+    counted, since, at = got
+    since += written
+    _below[(org, model)] = (counted, since, at)
+    return counted + since > limit // 2
+
+
+def after_load(session, loaded: dict[str, dict[str, int]], written: dict[tuple[str, str], int] | None = None) -> None:
     """Called by ingestion once chunks are written, with {organization id: {model: dim}}: an
     organization whose chunks of a model now outgrow an exact scan and that has no index for
-    it gets one, built by the worker behind the jobs already queued (the rest of a bulk load)."""
+    it gets one, built by the worker behind the jobs already queued (the rest of a bulk load).
+    ``written`` ({(organization, model): chunks}) lets a process skip counting an organization
+    it knows to be far below the size."""
     from kbframework import tenancy
     from kbframework.db import session_scope
 
     limit = threshold()
     for org, models in loaded.items():
         for model, dim in models.items():
+            if not _needs_count(str(org), model, (written or {}).get((str(org), model), 0), limit):
+                continue
             if has_index(session, model, org):
                 continue
             with tenancy.organization(org), session_scope() as s:  # the chunks it wrote, whoever asks
@@ -455,7 +482,9 @@ def after_load(session, loaded: dict[str, dict[str, int]]) -> None:
                     "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE organization_id = :org "
                     "AND embedding_model = :m LIMIT :cap) x"), {"org": str(org), "m": model, "cap": limit + 1}).scalar()
             if n <= limit:
+                _below[(str(org), model)] = (int(n), 0, time.monotonic())
                 continue
+            _below.pop((str(org), model), None)
             try:
                 from kbframework.jobs.queues import enqueue_unique
 
