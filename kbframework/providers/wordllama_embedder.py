@@ -86,8 +86,10 @@ class WordLlamaEmbedder(EmbeddingProvider):
     def embed_batch(self, texts: list[str]) -> list:
         weights, tok = self._load(len(texts))
         out = []
+        # without the character offsets, which pooling never reads (a quarter of the tokenizer's time)
+        encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
         for i in range(0, len(texts), POOL_BATCH):
-            enc = tok.encode_batch(list(texts[i:i + POOL_BATCH]), is_pretokenized=False, add_special_tokens=False)
+            enc = encode(list(texts[i:i + POOL_BATCH]), is_pretokenized=False, add_special_tokens=False)
             ids = np.array([e.ids for e in enc], dtype=np.int32)
             mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
             np.clip(ids, 0, weights.shape[0] - 1, out=ids)
