@@ -12,6 +12,12 @@ The floor is the embedder alone in this process on exactly the chunks the worker
 (each job's parts, from the documents' traces), and, apart, in a single call; median of
 three runs each, after a warm-up. The ratio is floor time ÷ end-to-end time.
 
+Beside it, the database's own least work for the same rows: they are inserted again by a
+single ``INSERT … SELECT`` (full-text vector, half-precision copy, every index) in a rolled-back
+transaction. And the ratio the machine's cores allow for the CPU seconds both processes spent
+(``cpu_bound_ratio``): when PostgreSQL needs about as much CPU a chunk as the embedder, two
+cores cannot reach 0.7× however well the two overlap.
+
 Wall times on a shared machine move with its load, so CPU seconds are counted too: the
 worker process's (every thread), the embedded PostgreSQL's (every process of the server:
 backends, autovacuum, WAL writer) and the floor's; their quotient does not depend on what
@@ -216,7 +222,9 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
     same_batches = timed(lambda: [embed_texts(provider, g) for g in groups])
     floor_cpu = statistics.median(cpu_runs)
     one_call = timed(lambda: embed_texts(provider, [t for g in groups for t in g]))
+    pg_floor = database_floor(org_id, ids)
     n = len(rows)
+    both = (cpu.get("worker") or 0) + (cpu.get("postgres") or 0)
     out = {"documents": n_docs, "documents_per_job": per_job, "jobs": len(ingest), "chunks": n,
            "document_states": states,
            "end_to_end_seconds": round(span, 2), "end_to_end_chunks_per_s": round(n / span, 1),
@@ -231,6 +239,12 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
            # CPU seconds over the jobs' span (sampled every 0.1 s), which the machine's other
            # work does not inflate
            "cpu_seconds": {**cpu, "embedder_alone": round(floor_cpu, 2)},
+           # PostgreSQL's own least work for these rows: the same chunks inserted again by one
+           # INSERT … SELECT (tsvector, half-precision copy, every index), rolled back
+           "database_alone": pg_floor,
+           # the best ratio this machine's cores allow for the CPU both processes spent: the
+           # embedder alone against the span their CPU seconds fill on every core
+           "cpu_bound_ratio": round(min(1.0, same_batches / (both / (os.cpu_count() or 1))), 3) if both else None,
            "seconds_by_step": breakdown(ingest),
            # the jobs' own time summed; what the span has beyond it is the worker between jobs
            "seconds_in_jobs": round(sum((j.ended_at - j.started_at).total_seconds() for j in ingest), 2),
@@ -239,10 +253,31 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
           f"end to end vs {out['embedder_alone_chunks_per_s']} embedder alone → {out['ratio']}× "
           f"({out['ratio_vs_one_call']}× against one embed call; {out['ratio_with_worker_start']}× counting the "
           f"worker's start); by step {out['seconds_by_step']} s, in jobs {out['seconds_in_jobs']} s of {span:.2f}; "
-          f"CPU s {out['cpu_seconds']}; after the load "
+          f"CPU s {out['cpu_seconds']} (the cores allow at most {out['cpu_bound_ratio']}×; the database alone "
+          f"{pg_floor.get('cpu_seconds')} CPU s for the same rows); after the load "
           f"{out['jobs_after_the_load']} {after_s:.1f} s; worker peak "
           f"{peak:.0f} MB; load {out['load_average']}", flush=True)
     return out
+
+
+def database_floor(org_id: str, ids: list[str]) -> dict:
+    """PostgreSQL alone on this load's rows: they are inserted again by one statement in a
+    transaction that is rolled back, timed by the server's CPU seconds (every process of it)
+    and the statement's wall time."""
+    from sqlalchemy import text
+
+    from kbframework.db import get_engine
+    from kbframework.ingest.chunk_rows import COLUMNS
+
+    cols = ", ".join(COLUMNS)
+    with get_engine().connect() as conn:
+        a, t = postgres_cpu(), time.perf_counter()
+        n = conn.execute(text(f"INSERT INTO chunks ({cols}) SELECT {cols} FROM chunks WHERE organization_id = :o "
+                              "AND document_id = ANY(CAST(:ids AS uuid[]))"), {"o": org_id, "ids": ids}).rowcount
+        wall, b = time.perf_counter() - t, postgres_cpu()
+        conn.rollback()
+    return {"rows": n, "seconds": round(wall, 2),
+            "cpu_seconds": round(b - a, 2) if a is not None and b is not None else None}
 
 
 def repeated(rng: random.Random, pool: list[str], n_docs: int, label: str, times: int = 3,
