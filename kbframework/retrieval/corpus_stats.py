@@ -62,11 +62,15 @@ on_ingested(forget_counts)  # new chunks make the cached counts stale
 
 
 # a word's stored count when the organization has them (``term_stats``, the large ones), else
-# counted on the full-text index; the count runs only for the words the table does not hold
+# counted on the full-text index; the count runs only for the words the table does not hold, in
+# one call of the function for all of them (called once per word, each call planned its query
+# anew: 0.1-0.3 ms a word, 10-40 ms for the hundred candidate words of a question's expansion)
 STORED_OR_COUNTED = (
-    "SELECT l.lexeme, coalesce(ts.df, (SELECT f.df FROM kbf_fulltext_df(CAST(:org AS uuid), ARRAY[l.lexeme], {cap}) f)) "
-    "FROM unnest(CAST(:lx AS text[])) AS l(lexeme) "
-    "LEFT JOIN term_stats ts ON ts.organization_id = CAST(:org AS uuid) AND ts.lexeme = l.lexeme")
+    "WITH l AS MATERIALIZED (SELECT l.lexeme, ts.df FROM unnest(CAST(:lx AS text[])) AS l(lexeme) "
+    "LEFT JOIN term_stats ts ON ts.organization_id = CAST(:org AS uuid) AND ts.lexeme = l.lexeme) "
+    "SELECT lexeme, df FROM l WHERE df IS NOT NULL UNION ALL "
+    "SELECT f.lexeme, f.df FROM kbf_fulltext_df(CAST(:org AS uuid), "
+    "ARRAY(SELECT lexeme FROM l WHERE df IS NULL), {cap}) f")
 
 
 def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:

@@ -155,22 +155,10 @@ def weights(expansion: dict[str, list[dict]], factor: float | None = None) -> di
     return out
 
 
-_stem_cache: dict[str, tuple[str, ...]] = {}
-
-
 def _stems(session, words: list[str]) -> dict[str, tuple[str, ...]]:
-    from sqlalchemy import text
+    from kbframework.retrieval.lexicon import stems
 
-    missing = sorted({w for w in words if w not in _stem_cache})
-    if missing:
-        rows = session.execute(text("SELECT w, tsvector_to_array(to_tsvector('english', w)) "
-                                    "FROM unnest(CAST(:w AS text[])) w"), {"w": missing}).all()
-        with _lock:
-            if len(_stem_cache) > 100_000:
-                _stem_cache.clear()
-            for w, a in rows:
-                _stem_cache[w] = tuple(a or ())
-    return {w: _stem_cache.get(w, ()) for w in words}
+    return stems(session, words)
 
 
 def expand(session, org_id, query: str) -> dict:
@@ -179,8 +167,11 @@ def expand(session, org_id, query: str) -> dict:
     from kbframework.retrieval.corpus_stats import words_used
     from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
 
+    from kbframework.retrieval.lexicon import prefetch
+    from kbframework.retrieval.soft_match import STOP_WORDS
+
     table = token_table()
-    if table is None or not query:
+    if not query:
         return {"words": {}, "weights": {}, "available": table is not None}
     surface = []
     tokens = re.findall(r"[^\W\d_]+", query.lower())
@@ -191,6 +182,14 @@ def expand(session, org_id, query: str) -> dict:
             continue
         if len(w) >= 3 and w not in surface:
             surface.append(w)
+    # one round trip for every stem the answer steps ask for: the question's words (every word
+    # of three letters or more, as the soft-match leg reads them too), the neighbours of those
+    # that are not stop words (found before their stems are known: the product is cheap and
+    # cached), and the whole question's content words and lexemes (the vector and keyword legs')
+    near = nearest_many([w for w in surface if w not in STOP_WORDS], table) if table is not None else {}
+    prefetch(session, query, [w for w in tokens if len(w) >= 3] + [n for c in near.values() for n, _ in c])
+    if table is None:
+        return {"words": {}, "weights": {}, "available": False}
     stems = _stems(session, surface)
     q_lex = {lx for w in surface for lx in stems[w]}
     words = []
@@ -200,7 +199,7 @@ def expand(session, org_id, query: str) -> dict:
             continue  # a stop word, a neutral word ("price", "tonight"), or one PostgreSQL splits
         words.append((w, lx[0]))
     words = words[:MAX_WORDS]
-    near = nearest_many([w for w, _ in words], table)
+    near.update(nearest_many([w for w, _ in words if w not in near], table))
     near = {lx: near[w] for w, lx in words}
     n_stems = _stems(session, sorted({n for c in near.values() for n, _ in c}))
     candidates = {lx: [(n, n_stems[n][0], s) for n, s in c if len(n_stems[n]) == 1] for lx, c in near.items()}

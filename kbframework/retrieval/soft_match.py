@@ -141,11 +141,12 @@ def question_words(session, query: str) -> list[tuple[str, str]]:
     return out[:MAX_WORDS]
 
 
-def prepare(session, org_id, query: str, chunk_ids) -> dict | None:
+def prepare(session, org_id, query: str, chunk_ids, texts: dict | None = None) -> dict | None:
     """What the leg needs that does not wait for the keyword leg: the question's words, their
     vectors and weights, and the words of the chunks already found (the vector leg's). The
     answer steps call it while the keyword leg is still running, so its round trips and
-    Python overlap that leg's time in PostgreSQL; ``search`` does the rest."""
+    Python overlap that leg's time in PostgreSQL; ``search`` does the rest. ``texts``: {chunk id:
+    heading and text} as the vector leg's statement returned them (no round trip for those)."""
     from kbframework.retrieval.corpus_stats import document_frequency
     from kbframework.retrieval.expansion import token_table
     from kbframework.retrieval.gate import idf as gate_idf
@@ -163,13 +164,15 @@ def prepare(session, org_id, query: str, chunk_ids) -> dict | None:
     dim = next(iter(qv.values())).shape[0]
     prep = {"table": table, "words": qw, "weights": weights, "dim": dim,
             "q": _matrix([w for w, _ in qw], qv, dim), "chunks": {}}
-    _read_chunks(session, org_id, list(chunk_ids), prep)
+    _read_chunks(session, org_id, list(chunk_ids), prep, texts)
     return prep
 
 
-def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
+def _read_chunks(session, org_id, chunk_ids: list, prep: dict, texts: dict | None = None) -> None:
     """Each chunk's words (read once per process: a chunk's text never changes under its id,
-    re-indexing writes new rows) and their vectors, into ``prep["chunks"]``."""
+    re-indexing writes new rows) and their vectors, into ``prep["chunks"]``. The text comes from
+    ``texts`` ({chunk id: heading and text}, what the legs' statements returned) when it is
+    there, else from one read of the chunks still missing."""
     from sqlalchemy import text
 
     per_chunk = prep["chunks"]
@@ -179,9 +182,13 @@ def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
             per_chunk[cid] = ws
     missing = sorted(c for c in chunk_ids if c not in per_chunk)
     if missing:
-        rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
-                                    "WHERE organization_id = :org AND id = ANY(:ids)"),
-                               {"org": str(org_id), "ids": missing}).all()
+        texts = texts or {}
+        rows = [(c, texts[c]) for c in missing if texts.get(c) is not None]
+        unread = [c for c in missing if texts.get(c) is None]
+        if unread:
+            rows += session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
+                                         "WHERE organization_id = :org AND id = ANY(:ids)"),
+                                    {"org": str(org_id), "ids": unread}).all()
         # interned: the chunks of one knowledge base share a vocabulary, so a cached chunk costs
         # its tuple (a few kilobytes), not its words again
         fetched = {cid: tuple(sys.intern(w) for w in words(body, MAX_PASSAGE_WORDS)) for cid, body in rows}
@@ -196,21 +203,22 @@ def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
 
 
 def search(session, org_id, query: str, candidates: dict, k: int = 20,
-           prepared: dict | None = None) -> tuple[list, dict]:
+           prepared: dict | None = None, texts: dict | None = None) -> tuple[list, dict]:
     """The leg: ``candidates`` is {chunk id: document id} (the other legs' hits, in their order);
     returns their
     ``Hit`` list ranked by soft-match score (those above 0, at most ``k``) and a trace note.
-    ``prepared``: ``prepare``'s result for the same question, if it ran."""
+    ``prepared``: ``prepare``'s result for the same question, if it ran; ``texts``: the candidates'
+    heading and text as the legs returned them ({chunk id: text})."""
     from kbframework.retrieval.search import Hit
 
     if not candidates:
         return [], {"available": True, "words": []}
-    prep = prepared if prepared is not None else prepare(session, org_id, query, ())
+    prep = prepared if prepared is not None else prepare(session, org_id, query, (), texts)
     if prep is None:
         return [], {"available": False, "words": []}
     if not prep["words"]:
         return [], {"available": True, "words": []}
-    _read_chunks(session, org_id, list(candidates), prep)
+    _read_chunks(session, org_id, list(candidates), prep, texts)
     per_chunk = {cid: prep["chunks"][cid] for cid in candidates if cid in prep["chunks"]}
     vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), prep["table"])
     # one product of the question's words with every candidate word, then each chunk's columns
