@@ -166,8 +166,7 @@ def expand(session, org_id, query: str) -> dict:
     "weights": {lexeme: factor}}; empty when WordLlama is not installed."""
     from kbframework.retrieval.corpus_stats import words_used
     from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
-
-    from kbframework.retrieval.lexicon import prefetch
+    from kbframework.retrieval.lexicon import prefetch, query_lexemes
     from kbframework.retrieval.soft_match import STOP_WORDS
 
     table = token_table()
@@ -204,6 +203,7 @@ def expand(session, org_id, query: str) -> dict:
     n_stems = _stems(session, sorted({n for c in near.values() for n, _ in c}))
     candidates = {lx: [(n, n_stems[n][0], s) for n, s in c if len(n_stems[n]) == 1] for lx, c in near.items()}
     all_lx = sorted({c[1] for cs in candidates.values() for c in cs})
-    used = words_used(session, org_id, all_lx) if all_lx else set()
+    # the question's own words' counts in the same round trip: the keyword leg weighs them next
+    used = words_used(session, org_id, all_lx, counted=query_lexemes(session, query)) if all_lx else set()
     kept = pick(candidates, q_lex, {lx: 1 for lx in used}, NEUTRAL)
     return {"words": kept, "weights": weights(kept), "available": True}
