@@ -711,7 +711,10 @@ def content_words(s, query: str) -> str:
 def embed_query_step(s, t: Turn):
     # the keyword leg needs no vector: it starts now, on its own connection (same tenant
     # scope), and the query embedding's ledger row is written beside the searches too
-    # (its own transaction; awaited by keyword_search, so it is there when the turn ends)
+    # (its own transaction; awaited by keyword_search, so it is there when the turn ends).
+    # The organization's chunk counts first: both legs read them, and a first question of an
+    # organization would otherwise count its chunks twice at once, once on each connection
+    org_models(s, t.ctx.org.id)
     t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
                                (t.expansion or {}).get("weights"))
     entries: list = []
