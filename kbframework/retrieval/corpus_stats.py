@@ -16,9 +16,12 @@ from sqlalchemy import text
 from kbframework.ingest.queue import on_ingested
 
 TTL = 60.0  # chunk counts: the vector leg's plan follows a bulk load within a minute
-# a large organization's count takes a parallel scan of its index (30–160 ms at 400,000 chunks)
-# and a few percent more or less changes neither its plan nor an idf: counted every ten minutes
-LARGE_ORG_CHUNKS, LARGE_TTL = 100_000, 600.0
+# an organization above the exact-scan size is searched through its own indexes whatever a few
+# percent more or fewer chunks say, and its count costs a scan of its rows (30–160 ms at 400,000
+# chunks, 20–30 ms at 45,000 on two busy cores, paid by the first question of every minute):
+# counted every ten minutes (above ``KB_EXACT_SCAN_MAX_ROWS``). The ingesting process forgets
+# its counts at once either way
+LARGE_TTL = 600.0
 DF_TTL = 600.0  # word counts: an idf moves little in ten minutes, and a new word costs a lookup
 DF_CAP = 2000  # a word in more chunks than this is common: its idf is near the floor anyway
 
@@ -28,13 +31,19 @@ _used: dict = {}
 _lock = threading.Lock()
 
 
+def _large() -> int:
+    from kbframework.config import get_config
+
+    return get_config().exact_scan_max_rows
+
+
 def org_models(session, org_id) -> dict[str, int]:
     """{embedding_model: chunk count} for an organization."""
     key = str(org_id)
     now = time.monotonic()
     with _lock:
         hit = _models.get(key)
-        if hit and now - hit[0] < (LARGE_TTL if sum(hit[1].values()) > LARGE_ORG_CHUNKS else TTL):
+        if hit and now - hit[0] < (LARGE_TTL if sum(hit[1].values()) > _large() else TTL):
             return hit[1]
     rows = session.execute(text(
         "SELECT embedding_model, count(*) FROM chunks WHERE organization_id = :org "

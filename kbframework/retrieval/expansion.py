@@ -85,6 +85,23 @@ def word_vector(word: str, table) -> np.ndarray | None:
     return v / n if n > 0 else None
 
 
+def word_vectors(words: list[str], table) -> list[np.ndarray | None]:
+    """``word_vector`` of each word, the same vectors bit for bit, the words tokenized in one
+    call (a passage's new words, a hundred at a time, cost 0.1 ms each one by one)."""
+    tok, _, _, full = table
+    rows = full.shape[0]
+    out = []
+    for enc in tok.encode_batch(list(words), add_special_tokens=False):
+        ids = [i for i in enc.ids if 0 <= i < rows]
+        if not ids:
+            out.append(None)
+            continue
+        v = np.asarray(full[ids], dtype=np.float32).mean(axis=0)
+        n = float(np.sqrt(v.dot(v)))  # what np.linalg.norm computes for a vector, without its checks
+        out.append(v / n if n > 0 else None)
+    return out
+
+
 def nearest_words(word: str, table, k: int = _SEARCH, min_similarity: float | None = None) -> list[tuple[str, float]]:
     """The whole-word tokens nearest to ``word`` (not the word itself), best first."""
     min_similarity = MIN_SIMILARITY if min_similarity is None else min_similarity

@@ -91,19 +91,22 @@ def rank(scores: dict, min_score: float = 0.0, order: dict | None = None) -> lis
 
 def vectors(ws: list[str], table) -> dict:
     """{word: its normalized vector} for the words that have one, cached per process."""
-    from kbframework.retrieval.expansion import word_vector
+    from kbframework.retrieval.expansion import word_vectors
 
-    out = {}
+    out, new = {}, []
     for w in ws:
         v = _vectors.get(w, False)
         if v is False:
-            v = word_vector(w, table)
-            with _lock:
-                if len(_vectors) > MAX_CACHED_WORDS:
-                    _vectors.clear()
-                _vectors[w] = v
-        if v is not None:
+            new.append(w)
+        elif v is not None:
             out[w] = v
+    if new:
+        made = word_vectors(new, table)
+        with _lock:
+            if len(_vectors) > MAX_CACHED_WORDS:
+                _vectors.clear()
+            _vectors.update(zip(new, made))
+        out.update((w, v) for w, v in zip(new, made) if v is not None)
     return out
 
 
