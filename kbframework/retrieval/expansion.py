@@ -87,12 +87,14 @@ def word_vector(word: str, table) -> np.ndarray | None:
 
 def word_vectors(words: list[str], table) -> list[np.ndarray | None]:
     """``word_vector`` of each word, the same vectors bit for bit, the words tokenized in one
-    call (a passage's new words, a hundred at a time, cost 0.1 ms each one by one)."""
+    call (a passage's new words, a hundred at a time, cost 0.1 ms each one by one). The
+    tokenizer is the embedder's, which pads a batch to its longest text: the attention mask
+    says which ids are the word's."""
     tok, _, _, full = table
     rows = full.shape[0]
     out = []
     for enc in tok.encode_batch(list(words), add_special_tokens=False):
-        ids = [i for i in enc.ids if 0 <= i < rows]
+        ids = [i for i, m in zip(enc.ids, enc.attention_mask) if m and 0 <= i < rows]
         if not ids:
             out.append(None)
             continue
