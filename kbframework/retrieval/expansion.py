@@ -185,8 +185,7 @@ def expand(session, org_id, query: str) -> dict:
     "weights": {lexeme: factor}}; empty when WordLlama is not installed."""
     from kbframework.retrieval.corpus_stats import words_used
     from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
-    from kbframework.retrieval.lexicon import prefetch, query_lexemes
-    from kbframework.retrieval.soft_match import STOP_WORDS
+    from kbframework.retrieval.lexicon import STOP_WORDS, prefetch, query_lexemes
 
     table = token_table()
     if not query:

@@ -28,6 +28,8 @@ import threading
 
 import numpy as np
 
+from kbframework.retrieval.lexicon import STOP_WORDS
+
 MIN_SIMILARITY = 0.4
 WEIGHT = 0.5  # the leg's RRF weight beside the vector and keyword legs' 1
 MAX_WORDS = 12  # question words compared
@@ -37,16 +39,6 @@ MAX_PASSAGE_WORDS = 400  # distinct words of one passage compared
 MAX_CACHED_CHUNKS = 20_000
 MAX_CACHED_WORDS = 50_000
 
-# PostgreSQL's English stop words (tsearch_data/english.stop)
-STOP_WORDS = frozenset("""
-i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
-hers herself it its itself they them their theirs themselves what which who whom this that these
-those am is are was were be been being have has had having do does did doing a an the and but if
-or because as until while of at by for with about against between into through during before after
-above below to from up down in out on off over under again further then once here there when where
-why how all any both each few more most other some such no nor not only own same so than too very s
-t can will just don should now
-""".split())
 
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _lock = threading.Lock()
