@@ -16,9 +16,12 @@ from sqlalchemy import text
 from kbframework.ingest.queue import on_ingested
 
 TTL = 60.0  # chunk counts: the vector leg's plan follows a bulk load within a minute
-# a large organization's count takes a parallel scan of its index (30–160 ms at 400,000 chunks)
-# and a few percent more or less changes neither its plan nor an idf: counted every ten minutes
-LARGE_ORG_CHUNKS, LARGE_TTL = 100_000, 600.0
+# an organization above the exact-scan size is searched through its own indexes whatever a few
+# percent more or fewer chunks say, and its count costs a scan of its rows (30–160 ms at 400,000
+# chunks, 20–30 ms at 45,000 on two busy cores, paid by the first question of every minute):
+# counted every ten minutes (above ``KB_EXACT_SCAN_MAX_ROWS``). The ingesting process forgets
+# its counts at once either way
+LARGE_TTL = 600.0
 DF_TTL = 600.0  # word counts: an idf moves little in ten minutes, and a new word costs a lookup
 DF_CAP = 2000  # a word in more chunks than this is common: its idf is near the floor anyway
 
@@ -28,13 +31,19 @@ _used: dict = {}
 _lock = threading.Lock()
 
 
+def _large() -> int:
+    from kbframework.config import get_config
+
+    return get_config().exact_scan_max_rows
+
+
 def org_models(session, org_id) -> dict[str, int]:
     """{embedding_model: chunk count} for an organization."""
     key = str(org_id)
     now = time.monotonic()
     with _lock:
         hit = _models.get(key)
-        if hit and now - hit[0] < (LARGE_TTL if sum(hit[1].values()) > LARGE_ORG_CHUNKS else TTL):
+        if hit and now - hit[0] < (LARGE_TTL if sum(hit[1].values()) > _large() else TTL):
             return hit[1]
     rows = session.execute(text(
         "SELECT embedding_model, count(*) FROM chunks WHERE organization_id = :org "
@@ -62,11 +71,50 @@ on_ingested(forget_counts)  # new chunks make the cached counts stale
 
 
 # a word's stored count when the organization has them (``term_stats``, the large ones), else
-# counted on the full-text index; the count runs only for the words the table does not hold
+# counted on the full-text index up to the word's own cap; the count runs only for the words the
+# table does not hold, in one call of the function per cap for all of them (called once per word,
+# each call planned its query anew: 0.1-0.3 ms a word, 10-40 ms for the hundred candidate words
+# of a question's expansion). The third column says whether the count is the stored one.
 STORED_OR_COUNTED = (
-    "SELECT l.lexeme, coalesce(ts.df, (SELECT f.df FROM kbf_fulltext_df(CAST(:org AS uuid), ARRAY[l.lexeme], {cap}) f)) "
-    "FROM unnest(CAST(:lx AS text[])) AS l(lexeme) "
-    "LEFT JOIN term_stats ts ON ts.organization_id = CAST(:org AS uuid) AND ts.lexeme = l.lexeme")
+    "WITH l AS MATERIALIZED (SELECT l.lexeme, l.cap, ts.df FROM unnest(CAST(:lx AS text[]), "
+    "CAST(:caps AS integer[])) AS l(lexeme, cap) "
+    "LEFT JOIN term_stats ts ON ts.organization_id = CAST(:org AS uuid) AND ts.lexeme = l.lexeme) "
+    "SELECT lexeme, df, true FROM l WHERE df IS NOT NULL UNION ALL "
+    "SELECT f.lexeme, f.df, false FROM kbf_fulltext_df(CAST(:org AS uuid), "
+    "ARRAY(SELECT lexeme FROM l WHERE df IS NULL AND cap = 1), 1) f UNION ALL "
+    "SELECT f.lexeme, f.df, false FROM kbf_fulltext_df(CAST(:org AS uuid), "
+    "ARRAY(SELECT lexeme FROM l WHERE df IS NULL AND cap > 1), :cap) f")
+
+
+def _fresh(cache: dict, key, now: float):
+    hit = cache.get(key)
+    return hit if hit and now - hit[0] < DF_TTL else None
+
+
+def _look_up(session, key: str, counted: list[str], used: list[str], now: float) -> dict[str, tuple[int, bool]]:
+    """One round trip for words not cached: ``counted`` need their count (up to DF_CAP), ``used``
+    only whether a chunk uses them (a count up to 1). Returns {lexeme: (count, is its count)}: a
+    stored count, a count up to DF_CAP and a count of 0 are the word's count whatever the cap, and
+    are remembered as such; every answer is remembered as whether the word is used."""
+    want = {lx: 1 for lx in used}
+    want.update({lx: DF_CAP for lx in counted})
+    if not want:
+        return {}
+    rows = session.execute(text(STORED_OR_COUNTED), {"org": key, "lx": list(want), "caps": list(want.values()),
+                                                     "cap": DF_CAP}).all()
+    out = {}
+    with _lock:
+        if len(_df) > 50000:
+            _df.clear()
+        if len(_used) > 50000:
+            _used.clear()
+        for lx, n, stored in rows:
+            n = int(n)
+            out[lx] = (n, want.get(lx) == DF_CAP or stored or n == 0)
+            if out[lx][1]:
+                _df[(key, lx)] = (now, n)
+            _used[(key, lx)] = (now, n > 0)
+    return out
 
 
 def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:
@@ -77,49 +125,34 @@ def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:
     out, missing = {}, []
     with _lock:
         for lx in lexemes:
-            hit = _df.get((key, lx))
-            if hit and now - hit[0] < DF_TTL:
+            hit = _fresh(_df, (key, lx), now)
+            if hit:
                 out[lx] = hit[1]
             else:
                 missing.append(lx)
     if missing:
-        rows = session.execute(text(STORED_OR_COUNTED.format(cap=":cap")),
-                               {"org": key, "lx": missing, "cap": DF_CAP}).all()
-        with _lock:
-            if len(_df) > 50000:
-                _df.clear()
-            for lx, n in rows:
-                out[lx] = int(n)
-                _df[(key, lx)] = (now, int(n))
+        out.update({lx: n for lx, (n, _) in _look_up(session, key, missing, [], now).items()})
     return out, sum(org_models(session, org_id).values())
 
 
-def words_used(session, org_id, lexemes: list[str]) -> set[str]:
+def words_used(session, org_id, lexemes: list[str], counted: list[str] = ()) -> set[str]:
     """The lexemes at least one of the organization's chunks uses. The question expansion asks
     this of a hundred or more candidate words: one matching chunk answers it, where a count
-    reads up to DF_CAP of them (at 40,000 chunks, 135 ms against a few for the whole list)."""
+    reads up to DF_CAP of them (at 40,000 chunks, 135 ms against a few for the whole list).
+    ``counted``: words whose count (``document_frequency``) is looked up in the same round trip
+    when it is not cached (the question's own words, which the keyword leg weighs next)."""
     key = str(org_id)
     now = time.monotonic()
     out, missing = set(), []
     with _lock:
         for lx in lexemes:
-            hit = _used.get((key, lx))
-            if hit and now - hit[0] < DF_TTL:
+            hit = _fresh(_used, (key, lx), now) or _fresh(_df, (key, lx), now)
+            if hit:
                 if hit[1]:
-                    out.add(lx)
-            elif (key, lx) in _df and now - _df[(key, lx)][0] < DF_TTL:
-                if _df[(key, lx)][1]:
                     out.add(lx)
             else:
                 missing.append(lx)
-    if missing:
-        rows = session.execute(text(STORED_OR_COUNTED.format(cap="1")), {"org": key, "lx": missing}).all()
-        with _lock:
-            if len(_used) > 50000:
-                _used.clear()
-            for lx, n in rows:
-                _used[(key, lx)] = (now, bool(n))
-                if n:
-                    out.add(lx)
+        to_count = [lx for lx in dict.fromkeys(counted) if not _fresh(_df, (key, lx), now)]
+    got = _look_up(session, key, to_count, [lx for lx in missing if lx not in set(to_count)], now)
+    out.update(lx for lx in missing if got.get(lx, (0,))[0] > 0)
     return out
-

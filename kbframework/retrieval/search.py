@@ -163,6 +163,9 @@ class Hit:
     score: float  # cosine similarity for the vector leg, ts_rank_cd for the keyword leg
     leg: str
     model: str | None = None
+    # the chunk's heading and text, when the leg's statement returned them (the soft-match leg
+    # reads its words from here instead of a round trip of its own)
+    text: str | None = field(default=None, repr=False, compare=False)
 
 
 def bind(sql: str, params: dict):
@@ -270,7 +273,8 @@ def vector_sql(pf: Prefilter, model: str, dim: int, qvec, k: int, plan: str, onl
     # the exact full-precision distance (read from TOAST for these few rows only)
     sql = (f"WITH cand AS MATERIALIZED (SELECT c.id, c.document_id FROM {source} "
            f"ORDER BY {approx} LIMIT :cand) "
-           f"SELECT cand.id, cand.document_id, 1 - (x.embedding <=> CAST(:q AS vector)) AS sim "
+           f"SELECT cand.id, cand.document_id, 1 - (x.embedding <=> CAST(:q AS vector)) AS sim, "
+           f"coalesce(x.heading, '') || ' ' || x.content AS body "
            f"FROM cand JOIN chunks x ON x.id = cand.id AND x.organization_id = :org{model_check} "
            f"ORDER BY sim DESC, cand.id LIMIT :k")
     if settings:
@@ -285,7 +289,7 @@ def vector_search(session, pf: Prefilter, model: str, dim: int, qvec, k: int = 2
     counts = org_models(session, pf.organization_id)
     sql, p, settings = vector_sql(pf, model, dim, qvec, k, plan, only_model=set(counts) == {model})
     rows = session.execute(bind(sql, p), p).all()
-    hits = [Hit(r[0], str(r[1]), i + 1, float(r[2]), "vector", model) for i, r in enumerate(rows)]
+    hits = [Hit(r[0], str(r[1]), i + 1, float(r[2]), "vector", model, r[3]) for i, r in enumerate(rows)]
     kept = [h for h in hits if h.score >= floor]
     for i, h in enumerate(kept):
         h.rank = i + 1
@@ -347,9 +351,9 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     so each tier takes at most MATCHES_PER_TIER matches from the index (and as many more as the
     earlier tiers hold chunks); with one (a date
     window, a price, a city…) the tier takes every match and the pre-filter picks."""
-    lexemes = session.execute(text(
-        "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') "
-        "FROM unnest(to_tsvector('english', :q))"), {"q": query}).scalar() or []
+    from kbframework.retrieval.lexicon import query_lexemes
+
+    lexemes = query_lexemes(session, query)  # looked up by the expansion step with the other words
     if not lexemes:
         return [], {"tiers": [], "lexemes": []}
     extra = {lx: f for lx, f in (expansion or {}).items() if lx not in lexemes and f > 0}
@@ -415,8 +419,11 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
            "(SELECT sum(w.idf * w.f * (:k1 + 1) / (w.f + :k1 * (1 - :b + :b * length(cand.tsv) / avgdl.dl))) "
            "FROM (SELECT terms.idf, ts_rank(CAST(:w AS float4[]), cand.tsv, terms.q, 0) * :scale AS f "
            "FROM terms WHERE cand.tsv @@ terms.q) w) AS score FROM cand CROSS JOIN avgdl) "
-           f"SELECT tier, id, document_id, score, ARRAY[{', '.join(f'(SELECT count(*) FROM cand{t})' for t in range(len(tiers)))}] "
-           "FROM scored WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT :k")
+           f"SELECT top.tier, top.id, top.document_id, top.score, ARRAY[{', '.join(f'(SELECT count(*) FROM cand{t})' for t in range(len(tiers)))}], "
+           "coalesce(c.heading, '') || ' ' || c.content "
+           "FROM (SELECT tier, id, document_id, score FROM scored WHERE score IS NOT NULL "
+           "ORDER BY score DESC, id LIMIT :k) top JOIN chunks c ON c.id = top.id AND c.organization_id = :org "
+           "ORDER BY top.score DESC, top.id")
     params.update(tq=quoted_any, w=[BODY_RANK, BODY_RANK, HEADING_RANK, TITLE_RANK], scale=1.64493406685 / BODY_RANK,
                   k1=BM25_K1, b=BM25_B)
     rows = session.execute(bind(sql, params), params).all()
@@ -424,7 +431,7 @@ def keyword_search(session, pf: Prefilter, query: str, k: int = 20,
     per_tier = {name: 0 for name, _ in tiers}
     for r in rows:
         per_tier[tiers[r[0]][0]] += 1
-        hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]), "keyword"))
+        hits.append(Hit(r[1], str(r[2]), len(hits) + 1, float(r[3]), "keyword", text=r[5]))
     counts = list(rows[0][4]) if rows else [0] * len(tiers)
     used = []
     for t, (name, c) in enumerate(per_tier.items()):

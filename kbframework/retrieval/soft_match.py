@@ -28,6 +28,8 @@ import threading
 
 import numpy as np
 
+from kbframework.retrieval.lexicon import STOP_WORDS
+
 MIN_SIMILARITY = 0.4
 WEIGHT = 0.5  # the leg's RRF weight beside the vector and keyword legs' 1
 MAX_WORDS = 12  # question words compared
@@ -37,16 +39,6 @@ MAX_PASSAGE_WORDS = 400  # distinct words of one passage compared
 MAX_CACHED_CHUNKS = 20_000
 MAX_CACHED_WORDS = 50_000
 
-# PostgreSQL's English stop words (tsearch_data/english.stop)
-STOP_WORDS = frozenset("""
-i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
-hers herself it its itself they them their theirs themselves what which who whom this that these
-those am is are was were be been being have has had having do does did doing a an the and but if
-or because as until while of at by for with about against between into through during before after
-above below to from up down in out on off over under again further then once here there when where
-why how all any both each few more most other some such no nor not only own same so than too very s
-t can will just don should now
-""".split())
 
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _lock = threading.Lock()
@@ -57,15 +49,10 @@ _chunk_words: dict = {}
 def words(text: str, limit: int | None = None) -> list[str]:
     """The distinct words of a text (letters only, three or more, lower-cased, no stop words),
     in order of first appearance."""
-    out, seen = [], set()
-    for w in _WORD.findall((text or "").lower()):
-        if w in STOP_WORDS or w in seen:
-            continue
-        seen.add(w)
-        out.append(w)
-        if limit and len(out) >= limit:
-            break
-    return out
+    # dict.fromkeys keeps the first appearance of each: the de-duplication runs in C (a passage's
+    # words, read for every new candidate, cost a loop in Python each)
+    out = [w for w in dict.fromkeys(_WORD.findall((text or "").lower())) if w not in STOP_WORDS]
+    return out[:limit] if limit else out
 
 
 def best_share(sims: np.ndarray, idf: np.ndarray, min_similarity: float = MIN_SIMILARITY) -> float:
@@ -96,19 +83,22 @@ def rank(scores: dict, min_score: float = 0.0, order: dict | None = None) -> lis
 
 def vectors(ws: list[str], table) -> dict:
     """{word: its normalized vector} for the words that have one, cached per process."""
-    from kbframework.retrieval.expansion import word_vector
+    from kbframework.retrieval.expansion import word_vectors
 
-    out = {}
+    out, new = {}, []
     for w in ws:
         v = _vectors.get(w, False)
         if v is False:
-            v = word_vector(w, table)
-            with _lock:
-                if len(_vectors) > MAX_CACHED_WORDS:
-                    _vectors.clear()
-                _vectors[w] = v
-        if v is not None:
+            new.append(w)
+        elif v is not None:
             out[w] = v
+    if new:
+        made = word_vectors(new, table)
+        with _lock:
+            if len(_vectors) > MAX_CACHED_WORDS:
+                _vectors.clear()
+            _vectors.update(zip(new, made))
+        out.update((w, v) for w, v in zip(new, made) if v is not None)
     return out
 
 
@@ -141,11 +131,12 @@ def question_words(session, query: str) -> list[tuple[str, str]]:
     return out[:MAX_WORDS]
 
 
-def prepare(session, org_id, query: str, chunk_ids) -> dict | None:
+def prepare(session, org_id, query: str, chunk_ids, texts: dict | None = None) -> dict | None:
     """What the leg needs that does not wait for the keyword leg: the question's words, their
     vectors and weights, and the words of the chunks already found (the vector leg's). The
     answer steps call it while the keyword leg is still running, so its round trips and
-    Python overlap that leg's time in PostgreSQL; ``search`` does the rest."""
+    Python overlap that leg's time in PostgreSQL; ``search`` does the rest. ``texts``: {chunk id:
+    heading and text} as the vector leg's statement returned them (no round trip for those)."""
     from kbframework.retrieval.corpus_stats import document_frequency
     from kbframework.retrieval.expansion import token_table
     from kbframework.retrieval.gate import idf as gate_idf
@@ -163,13 +154,15 @@ def prepare(session, org_id, query: str, chunk_ids) -> dict | None:
     dim = next(iter(qv.values())).shape[0]
     prep = {"table": table, "words": qw, "weights": weights, "dim": dim,
             "q": _matrix([w for w, _ in qw], qv, dim), "chunks": {}}
-    _read_chunks(session, org_id, list(chunk_ids), prep)
+    _read_chunks(session, org_id, list(chunk_ids), prep, texts)
     return prep
 
 
-def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
+def _read_chunks(session, org_id, chunk_ids: list, prep: dict, texts: dict | None = None) -> None:
     """Each chunk's words (read once per process: a chunk's text never changes under its id,
-    re-indexing writes new rows) and their vectors, into ``prep["chunks"]``."""
+    re-indexing writes new rows) and their vectors, into ``prep["chunks"]``. The text comes from
+    ``texts`` ({chunk id: heading and text}, what the legs' statements returned) when it is
+    there, else from one read of the chunks still missing."""
     from sqlalchemy import text
 
     per_chunk = prep["chunks"]
@@ -179,12 +172,16 @@ def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
             per_chunk[cid] = ws
     missing = sorted(c for c in chunk_ids if c not in per_chunk)
     if missing:
-        rows = session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
-                                    "WHERE organization_id = :org AND id = ANY(:ids)"),
-                               {"org": str(org_id), "ids": missing}).all()
+        texts = texts or {}
+        rows = [(c, texts[c]) for c in missing if texts.get(c) is not None]
+        unread = [c for c in missing if texts.get(c) is None]
+        if unread:
+            rows += session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
+                                         "WHERE organization_id = :org AND id = ANY(:ids)"),
+                                    {"org": str(org_id), "ids": unread}).all()
         # interned: the chunks of one knowledge base share a vocabulary, so a cached chunk costs
         # its tuple (a few kilobytes), not its words again
-        fetched = {cid: tuple(sys.intern(w) for w in words(body, MAX_PASSAGE_WORDS)) for cid, body in rows}
+        fetched = {cid: tuple(map(sys.intern, words(body, MAX_PASSAGE_WORDS))) for cid, body in rows}
         per_chunk.update(fetched)
         with _lock:
             if len(_chunk_words) > MAX_CACHED_CHUNKS:
@@ -196,21 +193,22 @@ def _read_chunks(session, org_id, chunk_ids: list, prep: dict) -> None:
 
 
 def search(session, org_id, query: str, candidates: dict, k: int = 20,
-           prepared: dict | None = None) -> tuple[list, dict]:
+           prepared: dict | None = None, texts: dict | None = None) -> tuple[list, dict]:
     """The leg: ``candidates`` is {chunk id: document id} (the other legs' hits, in their order);
     returns their
     ``Hit`` list ranked by soft-match score (those above 0, at most ``k``) and a trace note.
-    ``prepared``: ``prepare``'s result for the same question, if it ran."""
+    ``prepared``: ``prepare``'s result for the same question, if it ran; ``texts``: the candidates'
+    heading and text as the legs returned them ({chunk id: text})."""
     from kbframework.retrieval.search import Hit
 
     if not candidates:
         return [], {"available": True, "words": []}
-    prep = prepared if prepared is not None else prepare(session, org_id, query, ())
+    prep = prepared if prepared is not None else prepare(session, org_id, query, (), texts)
     if prep is None:
         return [], {"available": False, "words": []}
     if not prep["words"]:
         return [], {"available": True, "words": []}
-    _read_chunks(session, org_id, list(candidates), prep)
+    _read_chunks(session, org_id, list(candidates), prep, texts)
     per_chunk = {cid: prep["chunks"][cid] for cid in candidates if cid in prep["chunks"]}
     vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), prep["table"])
     # one product of the question's words with every candidate word, then each chunk's columns

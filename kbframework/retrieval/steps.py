@@ -56,7 +56,8 @@ from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
-from kbframework.retrieval import conversation, expansion, fusion, gate, place_answer, policy, referents, soft_match
+from kbframework.retrieval import (conversation, expansion, fusion, gate, lexicon, place_answer, policy,
+                                   referents, soft_match)
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
                                            listing_hits, merge_parts, org_vocabulary, search_text)
 from kbframework.retrieval.identity import name_index
@@ -702,16 +703,18 @@ VECTOR_CONTENT_ONLY = True
 
 def content_words(s, query: str) -> str:
     """The query without its English stop words ("my rucksack gets drenched when it pours" →
-    "rucksack gets drenched pours"), in their order; the query itself when nothing is left."""
-    words = s.execute(text("SELECT w FROM unnest(regexp_split_to_array(:q, '\\s+')) WITH ORDINALITY AS x(w, i) "
-                           "WHERE to_tsvector('english', w) <> ''::tsvector ORDER BY i"), {"q": query or ""}).scalars().all()
-    return " ".join(words) if words else query
+    "rucksack gets drenched pours"), in their order; the query itself when nothing is left
+    (looked up with the question's other words by the expansion step, else here)."""
+    return lexicon.content_words(s, query)
 
 
 def embed_query_step(s, t: Turn):
     # the keyword leg needs no vector: it starts now, on its own connection (same tenant
     # scope), and the query embedding's ledger row is written beside the searches too
-    # (its own transaction; awaited by keyword_search, so it is there when the turn ends)
+    # (its own transaction; awaited by keyword_search, so it is there when the turn ends).
+    # The organization's chunk counts first: both legs read them, and a first question of an
+    # organization would otherwise count its chunks twice at once, once on each connection
+    org_models(s, t.ctx.org.id)
     t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
                                (t.expansion or {}).get("weights"))
     entries: list = []
@@ -749,7 +752,8 @@ def keyword_search_step(s, t: Turn):
         # while the keyword leg is still in PostgreSQL: the soft-match leg's own look-ups for
         # the question and the vector leg's chunks (its step then does only the keyword leg's)
         try:
-            t.soft_prep = soft_match.prepare(s, t.ctx.org.id, t.text_q, [h.chunk_id for h in t.legs["vector"]])
+            t.soft_prep = soft_match.prepare(s, t.ctx.org.id, t.text_q, [h.chunk_id for h in t.legs["vector"]],
+                                             texts={h.chunk_id: h.text for h in t.legs["vector"]})
         except Exception as exc:  # a help for the ranking: its own step tries again
             log.warning("soft-match leg, prepared beside the keyword leg: %s", exc)
     hits, dbg, ms = t.kw_future.result()
@@ -773,9 +777,11 @@ def listing_step(s, t: Turn):
 def soft_match_step(s, t: Turn):
     """The soft-match leg over the chunks the vector and keyword legs found."""
     cands = {h.chunk_id: h.document_id for leg in ("vector", "keyword") for h in t.legs.get(leg, [])}
+    # the legs' statements returned their chunks' text: no round trip of its own for it
+    texts = {h.chunk_id: h.text for leg in ("vector", "keyword") for h in t.legs.get(leg, []) if h.text}
     try:
         hits, dbg = soft_match.search(s, t.ctx.org.id, t.text_q, cands, k=max(t.k_vector, t.k_keyword),
-                                      prepared=t.soft_prep)
+                                      prepared=t.soft_prep, texts=texts)
     except Exception as exc:  # a help for the ranking, never a reason to fail
         log.warning("soft-match leg: %s", exc)
         hits, dbg = [], {"failed": f"{type(exc).__name__}: {exc}"}

@@ -54,3 +54,15 @@ def test_nearest_many_is_nearest_words_for_each_word():
     many = expansion.nearest_many(words, table)
     for w in words:
         assert many[w] == expansion.nearest_words(w, table), w
+
+
+def test_words_vectorized_in_one_call_are_each_words_own_vector_even_when_the_tokenizer_pads():
+    table = expansion.token_table()
+    if table is None:
+        pytest.skip("WordLlama is not installed")
+    table[0].enable_padding()  # what the embedder does to the shared tokenizer
+    words = ["toddler", "a", "carabiner", "naïve", "", "qqqzzzxxx", "child", "mountaineering"]
+    for w, v in zip(words, expansion.word_vectors(words, table)):
+        one = expansion.word_vector(w, table)
+        assert (v is None) == (one is None), w
+        assert v is None or (v == one).all(), w

@@ -15,7 +15,9 @@ def test_words_are_distinct_lower_case_letters_without_stop_words():
         "rucksack", "gets", "drenched", "pours"]
     assert soft_match.words("Armazém 7 at 22:00, a 2-person tent") == ["armazém", "person", "tent"]
     assert soft_match.words("one two three four", limit=2) == ["one", "two"]
-    assert soft_match.words("") == []
+    assert soft_match.words("") == [] and soft_match.words(None) == []
+    # the limit counts distinct words after the stop words are dropped
+    assert soft_match.words("the tent, the tent pole and the bag", limit=2) == ["tent", "pole"]
 
 
 def test_score_is_the_idf_weighted_share_of_each_words_best_cosine():
