@@ -24,9 +24,9 @@ def _uuid_pk():
                          server_default=text("gen_random_uuid()"))
 
 
-def _org_fk(index: bool = True):
+def _org_fk():
     return mapped_column(UUID(as_uuid=True), ForeignKey("organizations.id", ondelete="CASCADE"),
-                         nullable=False, index=index)
+                         nullable=False, index=True)
 
 
 def _created():
@@ -173,8 +173,7 @@ class Document(Base):
 class Chunk(Base):
     __tablename__ = "chunks"
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    # no index of its own: ix_chunks_org_model leads with it (migration 0010)
-    organization_id: Mapped[uuid.UUID] = _org_fk(index=False)
+    organization_id: Mapped[uuid.UUID] = _org_fk()
     document_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True),
                                                    ForeignKey("documents.id", ondelete="CASCADE"),
                                                    nullable=False, index=True)
