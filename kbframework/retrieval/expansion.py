@@ -76,13 +76,7 @@ def token_table():
 
 def word_vector(word: str, table) -> np.ndarray | None:
     """The word pooled from its tokens, as the embedder pools a text, normalized."""
-    tok, _, _, full = table
-    ids = [i for i in tok.encode(word, add_special_tokens=False).ids if 0 <= i < full.shape[0]]
-    if not ids:
-        return None
-    v = np.asarray(full[ids], dtype=np.float32).mean(axis=0)
-    n = float(np.linalg.norm(v))
-    return v / n if n > 0 else None
+    return word_vectors([word], table)[0]
 
 
 def word_vectors(words: list[str], table) -> list[np.ndarray | None]:
@@ -174,17 +168,12 @@ def weights(expansion: dict[str, list[dict]], factor: float | None = None) -> di
     return out
 
 
-def _stems(session, words: list[str]) -> dict[str, tuple[str, ...]]:
-    from kbframework.retrieval.lexicon import stems
-
-    return stems(session, words)
-
-
 def expand(session, org_id, query: str) -> dict:
     """The expansion of one question: {"words": {lexeme: [{word, lexeme, similarity}]},
     "weights": {lexeme: factor}}; empty when WordLlama is not installed."""
     from kbframework.retrieval.corpus_stats import words_used
     from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
+    from kbframework.retrieval import lexicon
     from kbframework.retrieval.lexicon import STOP_WORDS, prefetch, query_lexemes
 
     table = token_table()
@@ -207,7 +196,7 @@ def expand(session, org_id, query: str) -> dict:
     prefetch(session, query, [w for w in tokens if len(w) >= 3] + [n for c in near.values() for n, _ in c])
     if table is None:
         return {"words": {}, "weights": {}, "available": False}
-    stems = _stems(session, surface)
+    stems = lexicon.stems(session, surface)
     q_lex = {lx for w in surface for lx in stems[w]}
     words = []
     for w in surface:
@@ -218,7 +207,7 @@ def expand(session, org_id, query: str) -> dict:
     words = words[:MAX_WORDS]
     near.update(nearest_many([w for w, _ in words if w not in near], table))
     near = {lx: near[w] for w, lx in words}
-    n_stems = _stems(session, sorted({n for c in near.values() for n, _ in c}))
+    n_stems = lexicon.stems(session, sorted({n for c in near.values() for n, _ in c}))
     candidates = {lx: [(n, n_stems[n][0], s) for n, s in c if len(n_stems[n]) == 1] for lx, c in near.items()}
     all_lx = sorted({c[1] for cs in candidates.values() for c in cs})
     # the question's own words' counts in the same round trip: the keyword leg weighs them next

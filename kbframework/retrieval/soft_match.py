@@ -112,7 +112,7 @@ def question_words(session, query: str) -> list[tuple[str, str]]:
     words ("price", "tonight", "thing") except colours, not the word after "how" ("how long").
     A colour says nothing about whether the knowledge answers (the gate), but it is what the
     passage of a "sage green thermos" says that the other thermoses' do not."""
-    from kbframework.retrieval.expansion import _stems
+    from kbframework.retrieval.lexicon import stems as _stems
     from kbframework.retrieval.conversation import COLOURS
     from kbframework.retrieval.gate import NEUTRAL, _CONTRACTION_TAILS
 
