@@ -99,6 +99,26 @@ def test_every_tenant_table_is_protected(kb_services):
                         "(a migration should call SELECT kbf_protect_tenant_table('<table>'))"
 
 
+def test_the_policy_reads_the_scope_once_per_statement(two_orgs):
+    """The policy compares each row with the scope read once when the statement starts (an
+    init-plan), never calls ``current_setting`` per row: a count of a 45,000-chunk organization
+    cost 26 ms that way against 5 ms (migration 0010_rls_once_per_statement)."""
+    org, other, ours, theirs = two_orgs
+    with tenancy.system("test: the guarded tables"), get_engine().connect() as conn:
+        tables = conn.execute(text("SELECT tablename FROM pg_policies WHERE policyname = 'kbf_tenant_isolation'")).scalars().all()
+    assert len(tables) >= 13
+    with tenancy.organization(org["id"]), get_engine().connect() as conn:
+        for table in tables:
+            plan = [r[0] for r in conn.execute(text(f"EXPLAIN (VERBOSE) SELECT * FROM {table}"))]
+            per_row = [line for line in plan if "Filter:" in line and "current_setting" in line]
+            assert not per_row, f"{table}: the policy reads the scope on every row: {per_row}"
+            assert any("InitPlan" in line for line in plan), (table, plan)
+        # what the policy lets through is unchanged
+        assert conn.execute(text("SELECT count(*) FROM documents")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM chunks")).scalar() == conn.execute(text(
+            "SELECT count(*) FROM chunks WHERE organization_id = :o"), {"o": org["id"]}).scalar() > 0
+
+
 def test_web_requests_are_scoped_to_the_signed_in_organization(kb_services, two_orgs, kb_register_plugin):
     """A route that forgets its organization filter, added by a plugin, still shows only the
     caller's rows -- and nothing to an anonymous caller."""

@@ -167,8 +167,17 @@ def test_kbf_db_indexes_build_sees_the_chunks_through_row_level_security(kb_org,
         conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
         conn.commit()
     vector_index.forget()
+    with get_engine().connect() as conn:
+        before = conn.execute(text("SELECT now()")).scalar()
     out = kbf("db", "indexes", "--build", env=env).stdout
     assert f"{name}: built in" in out
+    # the post-load step vacuums the loaded rows before visitors read them (and analyzes them)
+    assert "chunks, documents: vacuumed and analyzed in" in out
+    with get_engine().connect() as conn:
+        done = dict(conn.execute(text(
+            "SELECT relname, least(last_vacuum, last_analyze) FROM pg_stat_user_tables "
+            "WHERE relname IN ('chunks', 'documents')")).all())
+    assert set(done) == {"chunks", "documents"} and all(t and t >= before for t in done.values()), done
     rows = json.loads(kbf("db", "indexes", "--json", env=env).stdout)
     assert [(r["name"], r["state"]) for r in rows] == [
         (name, "valid"), (vector_index.fulltext_index_name(kb_org["id"]), "valid")]

@@ -256,8 +256,8 @@ def db_upgrade(revision):
     upgrade(revision)
     click.echo(f"database at revision {current()}")
     for res in vector_index.ensure_all():  # every embedding model in use keeps its HNSW index
-        if res["built"]:
-            click.echo(f"{res['name']}: built in {res['seconds']} s")
+        if res["built"] or res.get("vacuumed"):
+            click.echo(f"{res['name']}: {_index_step_done(res)}")
 
 
 @db.command("current")
@@ -274,6 +274,15 @@ def db_downgrade(revision):
 
     downgrade(revision)
     click.echo(f"database at revision {current() or 'base'}")
+
+
+def _index_step_done(res: dict) -> str:
+    """What one result of the post-load step (``vector_index.ensure_all``) did."""
+    if res.get("vacuumed"):
+        return f"vacuumed and analyzed in {res['seconds']} s"
+    if res["built"]:
+        return f"built in {res['seconds']} s"
+    return f"dropped ({res['dropped']})" if res.get("dropped") else "already valid"
 
 
 @db.command("indexes")
@@ -293,9 +302,7 @@ def db_indexes(build_missing, rebuild, as_json):
         click.echo(f"rebuilt {res['name']} in {res['seconds']} s")
     if build_missing:
         for res in vector_index.ensure_all():
-            done = ("built in " + str(res["seconds"]) + " s" if res["built"]
-                    else f"dropped ({res['dropped']})" if res.get("dropped") else "already valid")
-            click.echo(f"{res['name']}: {done}")
+            click.echo(f"{res['name']}: {_index_step_done(res)}")
     with get_engine().connect() as conn:
         rows = vector_index.status(conn)
     if as_json:
