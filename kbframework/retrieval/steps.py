@@ -436,14 +436,28 @@ def _jsonable(obj):
     return obj
 
 
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from concurrent.futures import Future, ThreadPoolExecutor  # noqa: E402
 
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbf-keyword")
 
 
-def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None):
+def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None, expand_for=None,
+                 expanded_future: Future | None = None):
+    """The keyword leg on its own connection. With ``expand_for`` (the organization) the
+    question's expansion runs first, on the same connection, and its result goes to
+    ``expanded_future`` as (expansion, ms): the keyword leg is the one that needs it, so both run
+    beside the query embedding and the vector leg instead of before them."""
     t0 = time.perf_counter()
     with read_session_scope() as s2:
+        if expand_for is not None:
+            try:
+                got = expansion.expand(s2, expand_for, text_q)
+            except Exception as exc:  # a help for the keyword leg, never a reason to fail
+                log.warning("query expansion: %s", exc)
+                got = {}
+            expanded = got.get("weights")
+            expanded_future.set_result((got, round((time.perf_counter() - t0) * 1000, 2)))
+            t0 = time.perf_counter()
         hits, dbg = keyword_search(s2, pf, text_q, k=k, expansion=expanded)
     return hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
 
@@ -512,6 +526,7 @@ class Turn:
     candidates: int = 0
     qvecs: dict = field(default_factory=dict)
     kw_future: object = None
+    expansion_future: object = None  # (expansion, ms), set by the keyword leg's thread
     ledger_future: object = None
     legs: dict = field(default_factory=dict)
     weights: dict = field(default_factory=dict)
@@ -684,18 +699,47 @@ def place_check_step(s, t: Turn):
 
 def expand_query_step(s, t: Turn):
     """Neighbours of the question's words from the offline embedder's token table, kept when the
-    organization's chunks use them; the keyword leg adds them to its any-term tier."""
-    try:
-        t.expansion = expansion.expand(s, t.ctx.org.id, t.text_q)
-    except Exception as exc:  # a help for the keyword leg, never a reason to fail
-        log.warning("query expansion: %s", exc)
-        t.expansion = {}
+    organization's chunks use them; the keyword leg adds them to its any-term tier. Only the
+    keyword leg reads them, so they are looked up on its connection, right before it, while this
+    thread embeds the question and runs the vector leg: this step starts both, and its trace
+    output is filled in when the keyword step collects them (``_collect_expansion``)."""
+    # the question's own words first, here: their stems, the content words the vector leg embeds
+    # and the lexemes the keyword leg weighs, in one round trip (the expansion then asks only for
+    # its neighbours' stems)
+    lexicon.prefetch(s, t.text_q, [w for w in re.findall(r"[^\W\d_]+", (t.text_q or "").lower()) if len(w) >= 3])
+    _start_keyword_leg(s, t, expand=True)
+    return {"beside": "the query embedding and the vector leg, before the keyword leg"}
+
+
+def _collect_expansion(t: Turn) -> None:
+    """The expansion's result, once its thread has it: on the turn, in the debug view, and as
+    the expand_query step's trace output (with the time it took beside the vector leg)."""
+    if t.expansion_future is None:
+        return
+    t.expansion, ms = t.expansion_future.result()
+    t.expansion_future = None
     words = {lx: [n["word"] for n in kept] for lx, kept in (t.expansion.get("words") or {}).items()}
     t.debug["expansion"] = {"words": words, "weights": t.expansion.get("weights") or {}}
     if words:
         t.debug["explain"].append("keyword leg also looks for " + "; ".join(
             f"{lx} → {', '.join(ns)}" for lx, ns in words.items()))
-    return t.debug["expansion"]
+    for rec in t.trace.steps:
+        if rec.name == "expand_query":
+            rec.output = _jsonable({**t.debug["expansion"], "ran_ms": ms,
+                                    "beside": "the query embedding and the vector leg"})
+
+
+def _start_keyword_leg(s, t: Turn, expand: bool = False) -> None:
+    """The keyword leg (with the expansion first when ``expand``) on its own connection, in the
+    same tenant scope. The organization's chunk counts first: both legs read them, and a first
+    question of an organization would otherwise count its chunks twice at once, once on each
+    connection."""
+    org_models(s, t.ctx.org.id)
+    if expand:
+        t.expansion_future = Future()
+    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
+                               (t.expansion or {}).get("weights"), t.ctx.org.id if expand else None,
+                               t.expansion_future)
 
 
 VECTOR_CONTENT_ONLY = True
@@ -709,14 +753,11 @@ def content_words(s, query: str) -> str:
 
 
 def embed_query_step(s, t: Turn):
-    # the keyword leg needs no vector: it starts now, on its own connection (same tenant
-    # scope), and the query embedding's ledger row is written beside the searches too
-    # (its own transaction; awaited by keyword_search, so it is there when the turn ends).
-    # The organization's chunk counts first: both legs read them, and a first question of an
-    # organization would otherwise count its chunks twice at once, once on each connection
-    org_models(s, t.ctx.org.id)
-    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
-                               (t.expansion or {}).get("weights"))
+    # the keyword leg needs no vector: it is running already (started by the expansion step) or
+    # starts now, and the query embedding's ledger row is written beside the searches too
+    # (its own transaction; awaited by keyword_search, so it is there when the turn ends)
+    if t.kw_future is None:
+        _start_keyword_leg(s, t)
     entries: list = []
     # the vector leg embeds the question's content words: a static model pools every token,
     # and "my … when it …" pulls a short paraphrase toward every text that says them too
@@ -757,6 +798,7 @@ def keyword_search_step(s, t: Turn):
         except Exception as exc:  # a help for the ranking: its own step tries again
             log.warning("soft-match leg, prepared beside the keyword leg: %s", exc)
     hits, dbg, ms = t.kw_future.result()
+    _collect_expansion(t)
     if t.ledger_future is not None:
         t.ledger_future.result()  # _ledger logs its own failures
     t.legs["keyword"] = hits
