@@ -36,6 +36,7 @@ from kbframework.types import FilterPart
 log = logging.getLogger("kbframework.retrieval")
 
 VOCAB_TTL = 60.0  # seconds
+VOCAB_STALE_MAX = 600.0  # seconds a cached vocabulary past VOCAB_TTL answers while it is read again
 COVERAGE_MIN = 0.8  # a label must describe (nearly) all the filtered documents that mention its word
 PARALLEL_TIMEOUT = 8.0  # seconds the merge waits for a slow (LLM) extractor
 
@@ -43,14 +44,22 @@ _vocab_cache: dict = {}
 _cover_cache: dict = {}
 _cache_lock = threading.Lock()
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbf-filters")
+_refresh_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbf-vocabulary")
+_refreshing: set = set()  # organizations whose vocabulary a background read is refreshing
+_forgotten = 0  # how many times the cached vocabularies were forgotten
 
 
 # --------------------------------------------------------------------------- vocabulary
 
+# only the documents that give the vocabulary anything (products and events, documents with a
+# city or a venue), by the partial index ``ix_documents_vocabulary`` (migration
+# 0011_documents_vocabulary, the same predicate): an organization of notes reads none
 _VOCAB_SQL = """
 WITH d AS (
   SELECT d.tags, d.metadata, d.city, d.venue, d.document_role FROM documents d
-  WHERE d.organization_id = :org AND d.status IN ('active', 'syncing', 'error'))
+  WHERE d.organization_id = :org AND d.status IN ('active', 'syncing', 'error')
+    AND (d.document_role IN ('product', 'event') OR (d.city IS NOT NULL AND d.city <> '')
+         OR (d.venue IS NOT NULL AND d.venue <> '')))
 SELECT 'tag' AS kind, t AS value, count(*) FROM d, unnest(coalesce(d.tags, '{}'::text[])) t
   WHERE d.document_role IN ('product', 'event') GROUP BY 2
 UNION ALL
@@ -68,13 +77,44 @@ def org_vocabulary(session, org_id) -> dict:
     """{"tags": [...], "categories": [...], "cities": [...], "venues": [...], "version": str}.
 
     Read from the organization's own documents (tags and categories of products and
-    events, every document's city and venue); cached for a minute per organization."""
+    events, every document's city and venue); cached for a minute per organization. Past the
+    minute the cached one still answers while a background thread reads it again
+    (``_refresh_vocabulary``): a shop's vocabulary reads all its products, and the visitor whose
+    question came a minute after the last read paid for it. Only one unused for
+    ``VOCAB_STALE_MAX`` is read again before answering."""
     key = str(org_id)
     now = time.monotonic()
     with _cache_lock:
         hit = _vocab_cache.get(key)
         if hit and now - hit[0] < VOCAB_TTL:
             return hit[1]
+        stale = hit is not None and now - hit[0] < VOCAB_STALE_MAX
+        if stale and key not in _refreshing:
+            _refreshing.add(key)
+            _refresh_pool.submit(contextvars.copy_context().run, _refresh_vocabulary, key)
+    if stale:
+        return hit[1]
+    return _read_vocabulary(session, key)
+
+
+def _refresh_vocabulary(key: str) -> None:
+    from kbframework import tenancy
+    from kbframework.db import read_session_scope
+
+    try:
+        with tenancy.organization(key), read_session_scope() as s:
+            _read_vocabulary(s, key)
+    except Exception as exc:  # the cached vocabulary keeps answering; the next question tries again
+        log.warning("vocabulary refresh for organization %s: %s", key, exc)
+    finally:
+        with _cache_lock:
+            _refreshing.discard(key)
+
+
+def _read_vocabulary(session, key: str) -> dict:
+    now = time.monotonic()
+    with _cache_lock:
+        generation = _forgotten
     rows = session.execute(text(_VOCAB_SQL), {"org": key}).all()
     out: dict = {"tags": [], "categories": [], "cities": [], "venues": [], "counts": {}}
     plural = {"tag": "tags", "category": "categories", "city": "cities", "venue": "venues"}
@@ -85,12 +125,15 @@ def org_vocabulary(session, org_id) -> dict:
         out["counts"][f"{kind}:{value.lower()}"] = n
     out["version"] = f"{key}:{now:.3f}"
     with _cache_lock:
-        _vocab_cache[key] = (now, out)
+        if generation == _forgotten:  # a read that began before a forget_vocabulary is not kept
+            _vocab_cache[key] = (now, out)
     return out
 
 
 def forget_vocabulary(org_id=None) -> None:
+    global _forgotten
     with _cache_lock:
+        _forgotten += 1
         if org_id is None:
             _vocab_cache.clear()
             _cover_cache.clear()
