@@ -193,7 +193,7 @@ def expand(session, org_id, query: str) -> dict:
     # that are not stop words (found before their stems are known: the product is cheap and
     # cached), and the whole question's content words and lexemes (the vector and keyword legs')
     near = nearest_many([w for w in surface if w not in STOP_WORDS], table) if table is not None else {}
-    prefetch(session, query, [w for w in tokens if len(w) >= 3] + [n for c in near.values() for n, _ in c])
+    prefetch(session, query, lexicon.question_words(query) + [n for c in near.values() for n, _ in c])
     if table is None:
         return {"words": {}, "weights": {}, "available": False}
     stems = lexicon.stems(session, surface)

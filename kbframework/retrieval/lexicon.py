@@ -12,6 +12,7 @@ question text; anything not cached is looked up as before, so a caller never dep
 """
 from __future__ import annotations
 
+import re
 import threading
 
 from sqlalchemy import text
@@ -54,6 +55,12 @@ def _remember_query(q: str, content: str | None, lexemes) -> None:
         if len(_query_cache) > MAX_QUERIES:
             _query_cache.clear()
         _query_cache[q] = (content if content else q, tuple(lexemes or ()))
+
+
+def question_words(query: str | None) -> list[str]:
+    """The question's words of three letters or more, lower-cased, in order: the words whose
+    stems the expansion and the soft-match leg ask for."""
+    return [w for w in re.findall(r"[^\W\d_]+", (query or "").lower()) if len(w) >= 3]
 
 
 def prefetch(session, query: str | None, words) -> None:

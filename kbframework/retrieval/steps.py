@@ -706,7 +706,7 @@ def expand_query_step(s, t: Turn):
     # the question's own words first, here: their stems, the content words the vector leg embeds
     # and the lexemes the keyword leg weighs, in one round trip (the expansion then asks only for
     # its neighbours' stems)
-    lexicon.prefetch(s, t.text_q, [w for w in re.findall(r"[^\W\d_]+", (t.text_q or "").lower()) if len(w) >= 3])
+    lexicon.prefetch(s, t.text_q, lexicon.question_words(t.text_q))
     _start_keyword_leg(s, t, expand=True)
     return {"beside": "the query embedding and the vector leg, before the keyword leg"}
 
