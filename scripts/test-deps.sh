@@ -12,5 +12,8 @@ if [ ${#need[@]} -gt 0 ]; then
     exit 0
   fi
   export DEBIAN_FRONTEND=noninteractive
+  # an install cut off earlier (a killed CI run) leaves dpkg half-configured, and apt refuses
+  # every install until it is finished
+  dpkg --configure -a >/dev/null 2>&1 || true
   apt-get install -y -q "${need[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "${need[@]}" >/dev/null; }
 fi
