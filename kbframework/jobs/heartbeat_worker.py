@@ -19,6 +19,7 @@ import socket
 import threading
 
 from rq import SimpleWorker
+from rq.exceptions import StopRequested
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
 from kbframework.jobs import policy
@@ -86,8 +87,13 @@ class HeartbeatWorker(ScopedJobs, SimpleWorker):
                 log.warning("job %s: heartbeat failed: %s", job.id, exc)
 
     def run_maintenance_tasks(self):
+        # RQ answers a stop signal that comes while the worker is not busy by raising
+        # StopRequested wherever the main thread is, often inside a sweep: it must reach RQ's
+        # work loop, not the sweeps' own "never stop the worker" handlers, or the stop is lost
         try:
             release_dead_scheduler_locks(self.connection, [q.name for q in self.queues])
+        except StopRequested:
+            raise
         except Exception as exc:
             log.warning("could not check the scheduler locks: %s", exc)
         super().run_maintenance_tasks()
@@ -97,6 +103,8 @@ class HeartbeatWorker(ScopedJobs, SimpleWorker):
             from kbframework.jobs.recovery import sweep
 
             sweep(self.connection)
+        except StopRequested:
+            raise
         except Exception as exc:  # never let recovery stop the worker
             log.warning("recovery sweep failed: %s", exc)
 

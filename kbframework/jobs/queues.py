@@ -104,12 +104,20 @@ def enqueue_unique(name: str, job_id: str, func, *args, **kwargs):
     from rq.exceptions import NoSuchJobError
     from rq.job import Job
 
+    conn = get_redis()
     try:
-        job = Job.fetch(job_id, connection=get_redis())
-        if job.get_status(refresh=False) in ("queued", "started", "deferred", "scheduled"):
-            return job
-    except NoSuchJobError:
-        pass
+        # the look and the queueing under one lock: two processes asking at once (the web tier
+        # and a worker, or two workers) would otherwise both find no job and push the same id
+        # twice, and the job would run twice
+        with conn.lock(f"kbf:enqueue-unique:{job_id}", timeout=30, blocking_timeout=10):
+            try:
+                job = Job.fetch(job_id, connection=conn)
+                if job.get_status(refresh=False) in ("queued", "started", "deferred", "scheduled"):
+                    return job
+            except NoSuchJobError:
+                pass
+            return enqueue(name, func, *args, job_id=job_id, **kwargs)
+    except redis.exceptions.LockError as exc:
+        raise ServiceUnavailable(f"Could not queue the job: its queueing lock was not released ({exc}).")
     except redis.RedisError as exc:
         raise ServiceUnavailable(f"Could not queue the job: Redis is not reachable ({exc}).")
-    return enqueue(name, func, *args, job_id=job_id, **kwargs)
