@@ -93,3 +93,73 @@ def test_a_killed_worker_takes_its_scheduler_with_it(kb_services):
                 break
             time.sleep(0.1)
         assert not _alive(k), "the scheduler child outlived a killed worker"
+
+
+def marker_job(key: str) -> str:
+    from kbframework.jobs.queues import get_redis
+
+    get_redis().set(key, "ran", ex=300)
+    return key
+
+
+def _forks(pid: int) -> list[int]:
+    """Every live child of ``pid``: without ``--with-scheduler`` a worker's only child is the
+    process RQ forks for its scheduler (delayed jobs, retries)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def test_a_job_queued_just_after_a_worker_is_killed_is_not_lost(kb_services):
+    """RQ forks its scheduler from the worker, and the fork inherits the worker's Redis sockets.
+    If the fork outlives a SIGKILLed worker, Redis still sees the worker's blocking pop as a live
+    client and hands it the next job, which nobody reads: lost, ``queued`` for ever."""
+    import uuid
+
+    from rq.job import Job
+
+    from kbframework.jobs.queues import enqueue, get_redis
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**_env(kb_services), "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen([KBF, "worker", "--queues", "ingest"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    forks = []
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not forks:
+            forks = _forks(proc.pid)
+            time.sleep(0.2)
+        assert forks, "the worker did not fork its scheduler"
+        blocked = lambda: [c for c in get_redis().client_list() if c.get("cmd") in ("blpop", "bzpopmin", "blmove")]
+        deadline = time.time() + 60
+        while time.time() < deadline and not blocked():
+            time.sleep(0.2)
+        assert blocked(), "the worker never waited for a job"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        key = f"test-marker-{uuid.uuid4().hex}"
+        job = enqueue("ingest", "tests.test_worker_stops.marker_job", key)
+        r = subprocess.run([KBF, "worker", "--burst", "--queues", "ingest"], env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert get_redis().get(key) == b"ran", \
+            f"the job queued after the kill never ran: {Job.fetch(job.id, connection=get_redis()).get_status()}"
+        for k in forks:
+            for _ in range(100):
+                if not _alive(k):
+                    break
+                time.sleep(0.1)
+            assert not _alive(k), "RQ's scheduler fork outlived its killed worker"
+    finally:
+        for k in forks + [proc.pid]:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -15,11 +15,14 @@ the process itself sees no organization's rows.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
+import time
 
 from rq import SimpleWorker
 from rq.exceptions import StopRequested
+from rq.scheduler import RQScheduler
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
 from kbframework.jobs import policy
@@ -43,12 +46,81 @@ class TimeLimit(UnixSignalDeathPenalty):
         super().__init__(timeout, exception, **kwargs)
 
 
+class OwnedScheduler(RQScheduler):
+    """RQ's scheduler, forked from its worker, that does not outlive it.
+
+    The fork inherits the worker's open Redis sockets. When the worker is SIGKILLed those
+    sockets stay open in the fork, so Redis keeps the worker's blocking pop as a live client
+    and hands it the next job pushed to that queue, which nobody will ever read: the job is
+    lost, ``queued`` for ever. So the fork first closes its copies of the worker's sockets
+    (only its copies: in another process redis-py closes without shutting the connection
+    down), and it stops itself, releasing its locks, as soon as the worker is gone."""
+
+    def __init__(self, *args, inherited_pool=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._inherited_pool = inherited_pool
+        self._owner = os.getpid()
+
+    def work(self):
+        close_inherited_connections(self._inherited_pool)
+        self._inherited_pool = None
+        threading.Thread(target=self._watch_owner, name="kbf-scheduler-owner", daemon=True).start()
+        super().work()
+
+    def _watch_owner(self) -> None:
+        while os.getppid() == self._owner:
+            time.sleep(0.5)
+        log.warning("the worker (pid %d) of scheduler pid %d is gone: stopping", self._owner, os.getpid())
+        self.request_stop()
+
+
+def close_inherited_connections(pool) -> None:
+    """Close this process's copies of a forked parent's Redis connections. Not through
+    ``pool.disconnect()``: in a child it first resets the pool, dropping them unclosed."""
+    if pool is None:
+        return
+    conns = [*getattr(pool, "_available_connections", ()), *getattr(pool, "_in_use_connections", ()),
+             *getattr(pool, "_connections", ())]
+    for conn in conns:
+        if conn is None:
+            continue
+        try:
+            conn.disconnect()
+        except Exception:  # a socket already closed: nothing of ours to keep open
+            pass
+
+
 class HeartbeatWorker(ScopedJobs, SimpleWorker):
     death_penalty_class = TimeLimit
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("maintenance_interval", max(1, int(policy.sweep_seconds())))
         super().__init__(*args, **kwargs)
+
+    def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None):
+        # RQ 3's own method, with OwnedScheduler in place of RQScheduler
+        from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
+
+        self.scheduler = OwnedScheduler(
+            self.queues,
+            connection=self.connection,
+            logging_level=logging_level if logging_level is not None else self.log.level,
+            date_format=date_format or DEFAULT_LOGGING_DATE_FORMAT,
+            log_format=log_format or DEFAULT_LOGGING_FORMAT,
+            serializer=self.serializer,
+            inherited_pool=self.connection.connection_pool,
+        )
+        self.scheduler.acquire_locks()
+        if self.scheduler.acquired_locks:
+            if burst:
+                try:
+                    self.scheduler.register_birth()
+                    self.scheduler.enqueue_scheduled_jobs()
+                finally:
+                    self.scheduler.release_locks()
+                    self.scheduler.register_death()
+            else:
+                self.scheduler.start()
 
     @property
     def dequeue_timeout(self) -> int:
