@@ -959,11 +959,22 @@ def plugin_new(name, kind, directory, force):
 @click.option("--burst", is_flag=True, help="drain the queues and exit")
 @click.option("--with-scheduler", is_flag=True, help="also run the periodic jobs (expiry, reconciliation)")
 @click.option("--queues", default="webhook,ingest,sync,reindex", show_default=True)
-def worker(burst, with_scheduler, queues):
-    """Run an RQ worker on the queues (jobs run in this process, no fork per job)."""
-    from kbframework.jobs.worker import run_worker
+@click.option("--processes", type=click.IntRange(min=1), default=None,
+              help="worker processes under one supervisor, one job each at a time  [default: "
+                   "KB_WORKER_PROCESSES, else 1]")
+def worker(burst, with_scheduler, queues, processes):
+    """Run RQ workers on the queues (jobs run in the worker process, no fork per job)."""
+    from kbframework.jobs.worker import default_processes, run_pool, run_worker
 
-    run_worker([q for q in queues.split(",") if q], burst=burst, with_scheduler=with_scheduler)
+    names = [q for q in queues.split(",") if q]
+    try:
+        n = processes if processes is not None else default_processes()
+    except ValueError as exc:
+        raise click.UsageError(str(exc))
+    if n == 1:
+        run_worker(names, burst=burst, with_scheduler=with_scheduler)
+    else:
+        sys.exit(run_pool(n, names, burst=burst, with_scheduler=with_scheduler))
 
 
 @cli.command("scheduler", hidden=True)
@@ -977,12 +988,21 @@ def scheduler_cmd():
 @cli.command("run")
 @click.option("--host", default=None)
 @click.option("--port", default=None, type=int)
-@click.option("--workers", default=2, show_default=True)
-def run(host, port, workers):
-    """The whole platform: web server (gunicorn) + one worker with the scheduler."""
+@click.option("--workers", default=2, show_default=True, help="web server processes")
+@click.option("--worker-processes", type=click.IntRange(min=1), default=None,
+              help="job worker processes  [default: KB_WORKER_PROCESSES, else one per core, at most 4]")
+def run(host, port, workers, worker_processes):
+    """The whole platform: web server (gunicorn) + the job workers with the scheduler."""
     from kbframework.cli.runner import run_all
 
-    run_all(host, port, workers)
+    if worker_processes is None:
+        from kbframework.jobs.worker import default_processes
+
+        try:  # one job runs on one core: one machine ingests with every core it has
+            worker_processes = default_processes(fallback=min(4, os.cpu_count() or 1))
+        except ValueError as exc:
+            raise click.UsageError(str(exc))
+    run_all(host, port, workers, worker_processes)
 
 
 @cli.command("demo")

@@ -1,5 +1,5 @@
-"""``kbf run``: the web server (gunicorn, threads for streaming) and one worker with the
-scheduler, as child processes; Ctrl-C stops both."""
+"""``kbf run``: the web server (gunicorn, threads for streaming) and the job workers with the
+scheduler (``kbf worker --processes N``), as child processes; Ctrl-C stops both."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ import time
 from kbframework.config import get_config
 
 
-def run_all(host: str | None, port: int | None, workers: int = 2) -> None:
+def run_all(host: str | None, port: int | None, workers: int = 2, worker_processes: int = 1) -> None:
     cfg = get_config()
     from kbframework.embedded import ensure_services
 
@@ -24,7 +24,8 @@ def run_all(host: str | None, port: int | None, workers: int = 2) -> None:
     web = subprocess.Popen([os.path.join(bin_dir, "gunicorn"), "--bind", bind, "--workers", str(workers),
                             "--worker-class", "gthread", "--threads", "8", "--timeout", "120",
                             "--access-logfile", "-", "kbframework.wsgi:app"], env=env)
-    wrk = subprocess.Popen([os.path.join(bin_dir, "kbf"), "worker", "--with-scheduler"], env=env)
+    wrk = subprocess.Popen([os.path.join(bin_dir, "kbf"), "worker", "--with-scheduler",
+                            "--processes", str(max(1, worker_processes))], env=env)
     print(f"kbframework is running on http://{bind}/ (admin: http://{bind}/admin/) — Ctrl-C stops it",
           flush=True)
 

@@ -1,7 +1,12 @@
 """``kbf worker``: an RQ worker that runs jobs in its own process (no fork per job), so the
 embedding model and plugins load once. Every worker may run RQ's scheduler for delayed jobs
 and retries (one at a time); with ``--with-scheduler`` it also runs our periodic jobs
-(expiry, each source's reconciliation, the recovery sweep)."""
+(expiry, each source's reconciliation, the recovery sweep).
+
+``kbf worker --processes N`` runs N such workers under one supervisor (``run_pool``): a
+worker runs one job at a time on one core, so a machine with more cores needs more processes
+to ingest at its speed. The children stay in the supervisor's process group, so one signal or
+one kill to the group reaches all of them, as it reached the single worker before."""
 from __future__ import annotations
 
 import logging
@@ -14,11 +19,88 @@ log = logging.getLogger("kbframework.jobs.worker")
 EXPIRY_EVERY = 300  # seconds
 
 
+def default_processes(fallback: int = 1) -> int:
+    """``KB_WORKER_PROCESSES``, else ``fallback``: a lone ``kbf worker`` stays one process
+    unless asked; ``kbf run`` falls back to one per core. A value that is not a whole number of
+    at least one raises ValueError with a message for the operator."""
+    import os
+
+    raw = os.environ.get("KB_WORKER_PROCESSES", "").strip()
+    if not raw:
+        return max(1, fallback)
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"KB_WORKER_PROCESSES must be a whole number of at least 1, not {raw!r}.")
+    return int(raw)
+
+
+def run_pool(processes: int, queue_names: list[str], burst: bool = False, with_scheduler: bool = False) -> int:
+    """Supervise ``processes`` workers (``kbf worker --processes 1``); the periodic jobs run in
+    the first only. A stop signal is passed on to each child once (RQ ignores the copy a child
+    also gets from the terminal's process group) and the supervisor waits for their warm stops.
+    Without ``--burst`` a child that dies on its own is started again after a pause; with it,
+    the supervisor returns when every child has drained the queues, with the worst exit code."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    kbf = str(Path(sys.executable).parent / "kbf")
+    env = {**os.environ, "KB_WORKER_POOL_SIZE": str(processes), "KB_WORKER_PARENT": str(os.getpid())}
+
+    def start(i: int):
+        cmd = [kbf, "worker", "--processes", "1", "--queues", ",".join(queue_names)]
+        if burst:
+            cmd.append("--burst")
+        if with_scheduler and i == 0:
+            cmd.append("--with-scheduler")
+        return subprocess.Popen(cmd, env=env)
+
+    children = {i: start(i) for i in range(processes)}
+    stopping = []
+
+    def stop(signum, frame):
+        if stopping:
+            return
+        stopping.append(signum)
+        for child in children.values():
+            if child.poll() is None:
+                try:
+                    child.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    codes: dict[int, int] = {}
+    try:
+        while children:
+            for i, child in list(children.items()):
+                code = child.poll()
+                if code is None:
+                    continue
+                del children[i]
+                if burst or stopping:
+                    codes[i] = code
+                else:
+                    log.warning("worker process %d (pid %d) stopped with exit code %s; starting it again",
+                                i, child.pid, code)
+                    time.sleep(2)
+                    if not stopping:
+                        children[i] = start(i)
+            time.sleep(0.2)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return max((abs(c) for c in codes.values()), default=0)
+
+
 def run_worker(queue_names: list[str], burst: bool = False, with_scheduler: bool = False) -> None:
     from kbframework.jobs.boot import boot
     from kbframework.jobs.queues import get_redis, queue
 
     boot()
+    _stop_when_orphaned("KB_WORKER_PARENT")
     from kbframework import tenancy
 
     # a job sees the rows of the organization it was queued for (kbframework.jobs.scope); one
@@ -90,7 +172,7 @@ def run_cron() -> None:
 
     # it only queues the periodic jobs; each job declares its own scope where it runs
     tenancy.use_nobody_default("the scheduler")
-    _stop_when_orphaned()
+    _stop_when_orphaned("KB_SCHEDULER_PARENT")
     cron = CronScheduler(connection=get_redis(), logging_level="WARNING")
     cron.register(jobs.expire_job, "reindex", interval=EXPIRY_EVERY)
     cron.register(jobs.reconcile_due_job, "sync", interval=60)
@@ -101,15 +183,16 @@ def run_cron() -> None:
     cron.start()
 
 
-def _stop_when_orphaned() -> None:
-    """Started by a worker (``KB_SCHEDULER_PARENT``), the scheduler stops itself, once and
-    gracefully, when that worker is gone, even if it died by SIGKILL and could tell no one."""
+def _stop_when_orphaned(variable: str) -> None:
+    """Started by a worker (``KB_SCHEDULER_PARENT``) or by a pool's supervisor
+    (``KB_WORKER_PARENT``), the process stops itself, once and gracefully, when its parent is
+    gone, even if it died by SIGKILL and could tell no one."""
     import os
     import signal
     import threading
     import time
 
-    parent = os.environ.get("KB_SCHEDULER_PARENT")
+    parent = os.environ.get(variable)
     if not parent or not parent.isdigit():
         return
 

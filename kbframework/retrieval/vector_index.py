@@ -474,7 +474,17 @@ def _needs_count(org: str, model: str, written: int, limit: int) -> bool:
     counted, since, at = got
     since += written
     _below[(org, model)] = (counted, since, at)
-    return counted + since > limit // 2
+    # in a pool of N worker processes sharing one load, this process wrote about 1/N of it
+    return counted + since * _pool_size() > limit // 2
+
+
+def _pool_size() -> int:
+    """How many worker processes share the queues (``kbf worker --processes N`` tells its
+    children through ``KB_WORKER_POOL_SIZE``)."""
+    import os
+
+    raw = os.environ.get("KB_WORKER_POOL_SIZE", "")
+    return max(1, int(raw)) if raw.isdigit() else 1
 
 
 def after_load(session, loaded: dict[str, dict[str, int]], written: dict[tuple[str, str], int] | None = None) -> None:
