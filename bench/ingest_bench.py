@@ -113,10 +113,27 @@ def postgres_cpu() -> float | None:
 
 
 def process_cpu(pid: int) -> float | None:
+    """CPU seconds of a worker: the process, its live children (a ``--processes`` pool's
+    workers) and the children it has already waited for."""
     try:
-        return _ticks(Path(f"/proc/{pid}/stat").read_text())[0] / os.sysconf("SC_CLK_TCK")
+        own, waited = _ticks(Path(f"/proc/{pid}/stat").read_text())
     except OSError:
         return None
+    return (own + waited + sum(_ticks(Path(f"/proc/{k}/stat").read_text())[0] for k in _children(pid))) \
+        / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
 
 
 def _at(samples: list[tuple], when: float, col: int, after: bool):
@@ -145,9 +162,9 @@ def breakdown(jobs: list) -> dict:
 
 
 def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str = "load",
-            per_job: int | None = None, org_id: str | None = None) -> dict:
-    """One load through a real worker, and the embedder alone on the texts it wrote; into a
-    new organization unless ``org_id`` names one."""
+            per_job: int | None = None, org_id: str | None = None, processes: int = 1) -> dict:
+    """One load through a real worker (``kbf worker --processes N``), and the embedder alone
+    on the texts it wrote; into a new organization unless ``org_id`` names one."""
     from sqlalchemy import text
 
     from kbframework.db import session_scope
@@ -164,11 +181,11 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
     jobs = [queue_ingest(ids[k:k + per_job]) for k in range(0, len(ids), per_job)]
     kbf = str(Path(sys.executable).parent / "kbf")
     t0 = time.perf_counter()
-    w = subprocess.Popen([kbf, "worker", "--burst", "--queues", "ingest"])
+    w = subprocess.Popen([kbf, "worker", "--burst", "--queues", "ingest", "--processes", str(processes)])
     peak = 0.0
     samples = []  # (wall clock, PostgreSQL CPU s, worker CPU s), to take the jobs' span out
     while w.poll() is None:
-        peak = max(peak, rss_peak_mb(w.pid))
+        peak = max([peak, rss_peak_mb(w.pid), *(rss_peak_mb(k) for k in _children(w.pid))])
         samples.append((time.time(), postgres_cpu(), process_cpu(w.pid)))
         time.sleep(0.1)
     elapsed = time.perf_counter() - t0
@@ -225,7 +242,8 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
     pg_floor = database_floor(org_id, ids)
     n = len(rows)
     both = (cpu.get("worker") or 0) + (cpu.get("postgres") or 0)
-    out = {"documents": n_docs, "documents_per_job": per_job, "jobs": len(ingest), "chunks": n,
+    out = {"documents": n_docs, "documents_per_job": per_job, "worker_processes": processes,
+           "jobs": len(ingest), "chunks": n,
            "document_states": states,
            "end_to_end_seconds": round(span, 2), "end_to_end_chunks_per_s": round(n / span, 1),
            "embedder_alone_seconds": round(same_batches, 2),
@@ -249,7 +267,7 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
            # the jobs' own time summed; what the span has beyond it is the worker between jobs
            "seconds_in_jobs": round(sum((j.ended_at - j.started_at).total_seconds() for j in ingest), 2),
            "worker_peak_rss_mb": round(peak, 1), "load_average": [round(x, 1) for x in os.getloadavg()]}
-    print(f"ingestion ({label}, {n} chunks, {per_job} documents a job): {out['end_to_end_chunks_per_s']} chunks/s "
+    print(f"ingestion ({label}, {n} chunks, {per_job} documents a job, {processes} worker process(es)): {out['end_to_end_chunks_per_s']} chunks/s "
           f"end to end vs {out['embedder_alone_chunks_per_s']} embedder alone → {out['ratio']}× "
           f"({out['ratio_vs_one_call']}× against one embed call; {out['ratio_with_worker_start']}× counting the "
           f"worker's start); by step {out['seconds_by_step']} s, in jobs {out['seconds_in_jobs']} s of {span:.2f}; "
@@ -281,10 +299,10 @@ def database_floor(org_id: str, ids: list[str]) -> dict:
 
 
 def repeated(rng: random.Random, pool: list[str], n_docs: int, label: str, times: int = 3,
-             org_id: str | None = None) -> dict:
+             org_id: str | None = None, processes: int = 1) -> dict:
     """``measure`` several times (the machine's load moves between the two halves of one
     measurement); the run with the median ratio, and every run's ratio."""
-    runs = [measure(rng, pool, n_docs, f"{label}{i + 1}", org_id=org_id) for i in range(times)]
+    runs = [measure(rng, pool, n_docs, f"{label}{i + 1}", org_id=org_id, processes=processes) for i in range(times)]
     mid = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
     out = {**mid, "ratios": [r["ratio"] for r in runs], "runs": len(runs)}
     print(f"ingestion ({label}): median ratio {mid['ratio']}× of {out['ratios']}", flush=True)
@@ -296,5 +314,8 @@ def run(n_docs: int | None = None) -> dict:
     rng = random.Random(5)
     pool = sentences()
     loads = repeated(rng, pool, n_docs, "load")  # new organizations: no vector index takes their rows
+    # as `kbf run` starts them on this machine: one worker process per core, up to four
+    pooled = repeated(rng, pool, n_docs, "pool", processes=min(4, os.cpu_count() or 1))
     single = measure(rng, pool, max(50, n_docs // 10), "single", per_job=1)  # as the admin's note form queues them
-    return {"loads": loads, "one_document_per_job": single, "target_ratio": 0.7}
+    return {"loads": loads, "loads_one_process_per_core": pooled, "one_document_per_job": single,
+            "target_ratio": 0.7}
