@@ -86,8 +86,8 @@ def close_inherited_connections(pool) -> None:
             continue
         try:
             conn.disconnect()
-        except Exception:  # a socket already closed: nothing of ours to keep open
-            pass
+        except Exception as exc:  # a socket already closed: nothing of ours to keep open
+            log.debug("closing an inherited Redis connection: %s", exc)
 
 
 class HeartbeatWorker(ScopedJobs, SimpleWorker):
