@@ -42,7 +42,7 @@ def forget_words():
     lexicon._stem_cache.clear()
     lexicon._query_cache.clear()
     corpus_stats.forget_counts()
-    soft_match._chunk_words.clear()
+    soft_match.forget()
 
 
 def one_by_one(s, query: str):

@@ -23,7 +23,6 @@ lower-cased, without English stop words. Nothing is downloaded and no model is a
 from __future__ import annotations
 
 import re
-import sys
 import threading
 
 import numpy as np
@@ -34,16 +33,82 @@ MIN_SIMILARITY = 0.4
 WEIGHT = 0.5  # the leg's RRF weight beside the vector and keyword legs' 1
 MAX_WORDS = 12  # question words compared
 MAX_PASSAGE_WORDS = 400  # distinct words of one passage compared
-# the per-process caches stay well inside a web process's memory: 20,000 chunks' word tuples
-# (≈ 3 KB each) and 50,000 word vectors (1 KB each at 256 dimensions)
+# the per-process caches stay well inside a web process's memory: 20,000 chunks' word rows
+# (≈ 1.6 KB each) and 50,000 word vectors (1 KB each at 256 dimensions, in one matrix)
 MAX_CACHED_CHUNKS = 20_000
 MAX_CACHED_WORDS = 50_000
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_lock = threading.Lock()
-_vectors: dict = {}
-_chunk_words: dict = {}
+
+
+class WordRows:
+    """The process's word vectors as the rows of one matrix, and each chunk's words as row
+    numbers, so a question's scoring is a handful of numpy calls over every candidate at once
+    (one gather, one product, one maximum per chunk) instead of a Python loop over each
+    passage's words. A row, once its word is published, never changes; the matrix grows by a
+    copy, so a reader that took it after its rows were assigned holds every row it needs."""
+
+    def __init__(self):
+        self.rows: dict[str, int] = {}  # word → its row, -1 when the embedder has no vector for it
+        self.matrix: np.ndarray | None = None
+        self.size = 0
+        self.chunks: dict = {}  # (organization, chunk id) → int32 rows of its words with a vector
+        self.lock = threading.Lock()
+
+    def row_numbers(self, ws, table) -> dict[str, int]:
+        """{word: row} for ``ws``, the words new to the process embedded in one call."""
+        from kbframework.retrieval.expansion import word_vectors
+
+        rows = self.rows
+        new = [w for w in dict.fromkeys(ws) if w not in rows]
+        if new:
+            made = word_vectors(new, table)
+            with self.lock:
+                for w, v in zip(new, made):
+                    if w in rows:
+                        continue
+                    if v is None:
+                        rows[w] = -1
+                        continue
+                    if self.matrix is None:
+                        self.matrix = np.zeros((1024, v.shape[0]), np.float32)
+                    elif self.size == self.matrix.shape[0]:
+                        grown = np.zeros((self.size * 2, self.matrix.shape[1]), np.float32)
+                        grown[:self.size] = self.matrix
+                        self.matrix = grown
+                    self.matrix[self.size] = v
+                    rows[w] = self.size  # published after its row is written
+                    self.size += 1
+        return {w: rows[w] for w in ws}
+
+
+_state_lock = threading.Lock()
+_state = WordRows()
+
+
+def word_rows() -> WordRows:
+    """The process's ``WordRows``, started afresh when it holds more than ``MAX_CACHED_WORDS``
+    words (a search in progress keeps the one it took); its chunks are forgotten past
+    ``MAX_CACHED_CHUNKS``."""
+    global _state
+    st = _state
+    if len(st.rows) > MAX_CACHED_WORDS:
+        with _state_lock:
+            if _state is st:
+                _state = WordRows()
+            st = _state
+    elif len(st.chunks) > MAX_CACHED_CHUNKS:
+        with st.lock:
+            st.chunks.clear()
+    return st
+
+
+def forget() -> None:
+    """Drop every cached word and chunk (tests; a process that wants its memory back)."""
+    global _state
+    with _state_lock:
+        _state = WordRows()
 
 
 def words(text: str, limit: int | None = None) -> list[str]:
@@ -83,28 +148,31 @@ def rank(scores: dict, min_score: float = 0.0, order: dict | None = None) -> lis
 
 def vectors(ws: list[str], table) -> dict:
     """{word: its normalized vector} for the words that have one, cached per process."""
-    from kbframework.retrieval.expansion import word_vectors
+    st = word_rows()
+    rows = st.row_numbers(ws, table)
+    m = st.matrix
+    return {w: m[r] for w, r in rows.items() if r >= 0}
 
-    out, new = {}, []
-    for w in ws:
-        v = _vectors.get(w, False)
-        if v is False:
-            new.append(w)
-        elif v is not None:
-            out[w] = v
-    if new:
-        made = word_vectors(new, table)
-        with _lock:
-            if len(_vectors) > MAX_CACHED_WORDS:
-                _vectors.clear()
-            _vectors.update(zip(new, made))
-        out.update((w, v) for w, v in zip(new, made) if v is not None)
+
+def chunk_scores(q: np.ndarray, idf: np.ndarray, matrix: np.ndarray, chunk_rows: list[np.ndarray],
+                 min_similarity: float = MIN_SIMILARITY) -> list[float]:
+    """``score`` of each chunk at once: ``q`` the question's word vectors (n × d), ``idf`` their
+    weights, ``matrix`` the word vectors, ``chunk_rows`` each chunk's words as row numbers of
+    it. The rows every chunk uses are gathered once and multiplied once; each chunk's best
+    cosine per question word is a maximum over its columns. Pure."""
+    out = [0.0] * len(chunk_rows)
+    total = float(idf.sum())
+    live = [i for i, a in enumerate(chunk_rows) if a.size]
+    if not live or q.size == 0 or total <= 0:
+        return out
+    used, where = np.unique(np.concatenate([chunk_rows[i] for i in live]), return_inverse=True)
+    sims = (q @ matrix[used].T)[:, where]
+    starts = np.cumsum([0] + [chunk_rows[i].size for i in live[:-1]])
+    best = np.maximum.reduceat(sims, starts, axis=1)
+    best = np.where(best >= min_similarity, np.minimum(best, 1.0), 0.0)
+    for i, v in zip(live, (idf[:, None] * best).sum(axis=0) / total):
+        out[i] = float(v)
     return out
-
-
-def _matrix(ws: list[str], vecs: dict, dim: int) -> np.ndarray:
-    rows = [vecs[w] for w in ws if w in vecs]
-    return np.stack(rows).astype(np.float32, copy=False) if rows else np.zeros((0, dim), np.float32)
 
 
 def question_words(session, query: str) -> list[tuple[str, str]]:
@@ -144,52 +212,56 @@ def prepare(session, org_id, query: str, chunk_ids, texts: dict | None = None) -
     table = token_table()
     if table is None:
         return None
+    st = word_rows()
     qw = question_words(session, query)
-    qv = vectors([w for w, _ in qw], table)
-    qw = [(w, lx) for w, lx in qw if w in qv]
+    qrows = st.row_numbers([w for w, _ in qw], table)
+    qw = [(w, lx) for w, lx in qw if qrows[w] >= 0]
     if not qw:
-        return {"table": table, "words": []}
+        return {"table": table, "words": [], "state": st}
     dfs, n = document_frequency(session, org_id, sorted({lx for _, lx in qw}))
     weights = np.array([gate_idf(dfs.get(lx, 0), n) for _, lx in qw], dtype=np.float32)
-    dim = next(iter(qv.values())).shape[0]
-    prep = {"table": table, "words": qw, "weights": weights, "dim": dim,
-            "q": _matrix([w for w, _ in qw], qv, dim), "chunks": {}}
+    q = st.matrix[[qrows[w] for w, _ in qw]]
+    prep = {"table": table, "words": qw, "weights": weights, "dim": q.shape[1], "q": q, "chunks": {},
+            "state": st}
     _read_chunks(session, org_id, list(chunk_ids), prep, texts)
     return prep
 
 
 def _read_chunks(session, org_id, chunk_ids: list, prep: dict, texts: dict | None = None) -> None:
-    """Each chunk's words (read once per process: a chunk's text never changes under its id,
-    re-indexing writes new rows) and their vectors, into ``prep["chunks"]``. The text comes from
-    ``texts`` ({chunk id: heading and text}, what the legs' statements returned) when it is
-    there, else from one read of the chunks still missing."""
+    """Each chunk's words as rows of the word matrix (read once per process: a chunk's text
+    never changes under its id, re-indexing writes new rows), into ``prep["chunks"]``. The text
+    comes from ``texts`` ({chunk id: heading and text}, what the legs' statements returned)
+    when it is there, else from one read of the chunks still missing."""
     from sqlalchemy import text
 
+    st = prep["state"]
     per_chunk = prep["chunks"]
     org = str(org_id)
     for cid in chunk_ids:
-        if cid not in per_chunk and (ws := _chunk_words.get((org, cid))) is not None:
-            per_chunk[cid] = ws
+        if cid not in per_chunk and (rows := st.chunks.get((org, cid))) is not None:
+            per_chunk[cid] = rows
     missing = sorted(c for c in chunk_ids if c not in per_chunk)
-    if missing:
-        texts = texts or {}
-        rows = [(c, texts[c]) for c in missing if texts.get(c) is not None]
-        unread = [c for c in missing if texts.get(c) is None]
-        if unread:
-            rows += session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
-                                         "WHERE organization_id = :org AND id = ANY(:ids)"),
-                                    {"org": str(org_id), "ids": unread}).all()
-        # interned: the chunks of one knowledge base share a vocabulary, so a cached chunk costs
-        # its tuple (a few kilobytes), not its words again
-        fetched = {cid: tuple(map(sys.intern, words(body, MAX_PASSAGE_WORDS))) for cid, body in rows}
-        per_chunk.update(fetched)
-        with _lock:
-            if len(_chunk_words) > MAX_CACHED_CHUNKS:
-                _chunk_words.clear()
-            # keyed by organization too: a chunk id is never reused by the sequence, but a
-            # database emptied with RESTART IDENTITY (a test suite, a restore) starts it again
-            _chunk_words.update({(org, cid): ws for cid, ws in fetched.items()})
-    vectors(sorted({w for cid in chunk_ids for w in per_chunk.get(cid, ())}), prep["table"])
+    if not missing:
+        return
+    texts = texts or {}
+    bodies = [(c, texts[c]) for c in missing if texts.get(c) is not None]
+    unread = [c for c in missing if texts.get(c) is None]
+    if unread:
+        bodies += session.execute(text("SELECT id, coalesce(heading, '') || ' ' || content FROM chunks "
+                                       "WHERE organization_id = :org AND id = ANY(:ids)"),
+                                  {"org": org, "ids": unread}).all()
+    fetched = {cid: words(body, MAX_PASSAGE_WORDS) for cid, body in bodies}
+    # every new word of these chunks embedded in one call
+    rows = st.row_numbers([w for ws in fetched.values() for w in ws], prep["table"])
+    made = {}
+    for cid, ws in fetched.items():
+        r = np.fromiter((rows[w] for w in ws), dtype=np.int32, count=len(ws))
+        made[cid] = r[r >= 0]
+    per_chunk.update(made)
+    with st.lock:
+        # keyed by organization too: a chunk id is never reused by the sequence, but a
+        # database emptied with RESTART IDENTITY (a test suite, a restore) starts it again
+        st.chunks.update({(org, cid): r for cid, r in made.items()})
 
 
 def search(session, org_id, query: str, candidates: dict, k: int = 20,
@@ -209,16 +281,10 @@ def search(session, org_id, query: str, candidates: dict, k: int = 20,
     if not prep["words"]:
         return [], {"available": True, "words": []}
     _read_chunks(session, org_id, list(candidates), prep, texts)
-    per_chunk = {cid: prep["chunks"][cid] for cid in candidates if cid in prep["chunks"]}
-    vecs = vectors(sorted({w for ws in per_chunk.values() for w in ws}), prep["table"])
-    # one product of the question's words with every candidate word, then each chunk's columns
-    vocab = sorted(vecs)
-    col = {w: i for i, w in enumerate(vocab)}
-    sims = prep["q"] @ _matrix(vocab, vecs, prep["dim"]).T
-    scores = {}
-    for cid, ws in per_chunk.items():
-        idx = [col[w] for w in ws if w in col]
-        scores[cid] = best_share(sims[:, idx], prep["weights"]) if idx else 0.0
+    scored = [cid for cid in candidates if cid in prep["chunks"]]
+    # the matrix taken after every row these chunks use was assigned: it holds them all
+    values = chunk_scores(prep["q"], prep["weights"], prep["state"].matrix, [prep["chunks"][c] for c in scored])
+    scores = dict(zip(scored, values))
     # equal scores (the same words matched equally well) go to the chunk the vector and keyword
     # legs found first, not to the lower chunk id, which only says which writer thread was faster
     ranked = rank(scores, order={cid: i for i, cid in enumerate(candidates)})[:k]

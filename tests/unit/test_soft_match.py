@@ -69,3 +69,45 @@ def test_best_share_reads_each_question_words_best_column():
     assert soft_match.best_share(sims, np.array([1.0, 1.0])) == pytest.approx((0.9 + 0.45) / 2)
     assert soft_match.best_share(sims[:, :1], np.array([1.0, 1.0])) == pytest.approx(0.45 / 2)
     assert soft_match.best_share(np.zeros((2, 0)), np.array([1.0, 1.0])) == 0.0
+
+
+def test_all_chunks_scored_at_once_match_each_scored_alone():
+    rng = np.random.default_rng(3)
+    matrix = rng.normal(size=(60, 16)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix[1] = 0.5 * matrix[0] + 0.5 * matrix[1]  # some cosines above the floor, not all
+    matrix[1] /= np.linalg.norm(matrix[1])
+    q = matrix[[0, 5, 9]] * 0.9 + rng.normal(size=(3, 16)).astype(np.float32) * 0.1
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    idf = np.array([2.0, 1.0, 0.5], np.float32)
+    chunks = [np.array([1, 2, 3], np.int32), np.array([], np.int32), np.array([0, 5, 9, 40], np.int32),
+              np.array([7], np.int32), np.array([5, 1, 33, 2], np.int32)]
+    got = soft_match.chunk_scores(q, idf, matrix, chunks)
+    want = [soft_match.score(q, idf, matrix[c]) for c in chunks]
+    assert got == pytest.approx(want, abs=1e-6)
+    assert got[1] == 0.0 and got[2] > got[0] > 0.0  # the empty chunk scores nothing; exact words the most
+    assert soft_match.chunk_scores(q, np.zeros(3, np.float32), matrix, chunks) == [0.0] * 5
+    assert soft_match.chunk_scores(q, idf, matrix, []) == []
+
+
+def test_the_word_rows_grow_and_keep_every_vector(monkeypatch):
+    from kbframework.retrieval import expansion
+
+    made = {}
+
+    def fake(words, table):
+        out = []
+        for w in words:
+            v = None if w.startswith("x") else np.full(4, float(len(made) + 1), np.float32)
+            made[w] = v
+            out.append(v)
+        return out
+
+    monkeypatch.setattr(expansion, "word_vectors", fake)
+    st = soft_match.WordRows()
+    first = st.row_numbers([f"w{i}" for i in range(1500)] + ["xno"], None)  # past the first 1,024 rows
+    assert first["xno"] == -1 and st.size == 1500 and st.matrix.shape[0] >= 1500
+    again = st.row_numbers(["w3", "w1499", "new"], None)
+    assert again["w3"] == first["w3"] and st.size == 1501
+    for w in ("w0", "w1023", "w1024", "w1499", "new"):
+        assert np.array_equal(st.matrix[st.rows[w]], made[w])
