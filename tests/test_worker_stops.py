@@ -20,9 +20,10 @@ def _env(kb_services) -> dict:
     return {**os.environ, "KB_DATA_DIR": str(kb_services.data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
 
 
-def _children(pid: int) -> list[int]:
-    """The worker's `kbf scheduler` child (not RQ's own forked helpers), read from /proc: `ps`
-    cuts its lines to $COLUMNS, and a long checkout path then hides the command's end."""
+def _children(pid: int, scheduler_only: bool = True) -> list[int]:
+    """The worker's `kbf scheduler` child (not RQ's own forked helpers), or with
+    ``scheduler_only=False`` every live child, read from /proc: `ps` cuts its lines to
+    $COLUMNS, and a long checkout path then hides the command's end."""
     kids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -31,9 +32,18 @@ def _children(pid: int) -> list[int]:
         except (OSError, IndexError):
             continue
         args = [a.decode(errors="replace") for a in argv if a]
-        if int(fields[1]) == pid and len(args) >= 2 and args[-1] == "scheduler" and args[-2].endswith("kbf"):
+        if int(fields[1]) != pid or fields[0] == "Z":
+            continue
+        if not scheduler_only or (len(args) >= 2 and args[-1] == "scheduler" and args[-2].endswith("kbf")):
             kids.append(int(stat.parent.name))
     return kids
+
+
+def _wait_gone(pid: int, message: str, seconds: float = 10.0) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline and _alive(pid):
+        time.sleep(0.1)
+    assert not _alive(pid), message
 
 
 def _alive(pid: int) -> bool:
@@ -66,11 +76,7 @@ def test_repeated_worker_stops_leave_the_services_usable(kb_services):
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError(f"round {round_}: the worker did not stop on one termination")
         for k in kids:
-            for _ in range(100):
-                if not _alive(k):
-                    break
-                time.sleep(0.1)
-            assert not _alive(k), f"round {round_}: the scheduler child {k} outlived its worker"
+            _wait_gone(k, f"round {round_}: the scheduler child {k} outlived its worker")
         res = subprocess.run([KBF, "services", "status"], env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, f"round {round_}: {res.stdout}\n{res.stderr}"
         assert "postgres: running" in res.stdout and "redis: running" in res.stdout, res.stdout
@@ -88,11 +94,7 @@ def test_a_killed_worker_takes_its_scheduler_with_it(kb_services):
     os.kill(proc.pid, signal.SIGKILL)  # only the worker: the kernel tells the child
     proc.wait(10)
     for k in kids:
-        for _ in range(300):
-            if not _alive(k):
-                break
-            time.sleep(0.1)
-        assert not _alive(k), "the scheduler child outlived a killed worker"
+        _wait_gone(k, "the scheduler child outlived a killed worker", seconds=30)
 
 
 def marker_job(key: str) -> str:
@@ -100,20 +102,6 @@ def marker_job(key: str) -> str:
 
     get_redis().set(key, "ran", ex=300)
     return key
-
-
-def _forks(pid: int) -> list[int]:
-    """Every live child of ``pid``: without ``--with-scheduler`` a worker's only child is the
-    process RQ forks for its scheduler (delayed jobs, retries)."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            kids.append(int(stat.parent.name))
-    return kids
 
 
 def test_a_job_queued_just_after_a_worker_is_killed_is_not_lost(kb_services):
@@ -134,7 +122,8 @@ def test_a_job_queued_just_after_a_worker_is_killed_is_not_lost(kb_services):
     try:
         deadline = time.time() + 60
         while time.time() < deadline and not forks:
-            forks = _forks(proc.pid)
+            # without --with-scheduler, the worker's only child is the process RQ forks for its scheduler
+            forks = _children(proc.pid, scheduler_only=False)
             time.sleep(0.2)
         assert forks, "the worker did not fork its scheduler"
         blocked = lambda: [c for c in get_redis().client_list() if c.get("cmd") in ("blpop", "bzpopmin", "blmove")]
@@ -152,11 +141,7 @@ def test_a_job_queued_just_after_a_worker_is_killed_is_not_lost(kb_services):
         assert get_redis().get(key) == b"ran", \
             f"the job queued after the kill never ran: {Job.fetch(job.id, connection=get_redis()).get_status()}"
         for k in forks:
-            for _ in range(100):
-                if not _alive(k):
-                    break
-                time.sleep(0.1)
-            assert not _alive(k), "RQ's scheduler fork outlived its killed worker"
+            _wait_gone(k, "RQ's scheduler fork outlived its killed worker")
     finally:
         for k in forks + [proc.pid]:
             try:

@@ -18,7 +18,6 @@ import logging
 import os
 import socket
 import threading
-import time
 
 from rq import SimpleWorker
 from rq.exceptions import StopRequested
@@ -26,7 +25,7 @@ from rq.scheduler import RQScheduler
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
 from kbframework.jobs import policy
-from kbframework.jobs.owners import pid_alive
+from kbframework.jobs.owners import pid_alive, when_parent_gone
 from kbframework.jobs.policy import TimeLimitExceeded
 from kbframework.jobs.scope import ScopedJobs
 
@@ -64,12 +63,10 @@ class OwnedScheduler(RQScheduler):
     def work(self):
         close_inherited_connections(self._inherited_pool)
         self._inherited_pool = None
-        threading.Thread(target=self._watch_owner, name="kbf-scheduler-owner", daemon=True).start()
+        when_parent_gone(self._owner, self._owner_gone, "kbf-scheduler-owner")
         super().work()
 
-    def _watch_owner(self) -> None:
-        while os.getppid() == self._owner:
-            time.sleep(0.5)
+    def _owner_gone(self) -> None:
         log.warning("the worker (pid %d) of scheduler pid %d is gone: stopping", self._owner, os.getpid())
         self.request_stop()
 

@@ -54,6 +54,20 @@ def job_alive(connection, job_id: str) -> bool:
     return False
 
 
+def when_parent_gone(parent: int, action, name: str, every: float = 0.5) -> None:
+    """Run ``action`` once, from a daemon thread, when this process's parent ``parent`` is gone
+    (it is then re-parented), even if the parent died by SIGKILL and could tell no one."""
+    import threading
+    import time
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every)
+        action()
+
+    threading.Thread(target=watch, name=name, daemon=True).start()
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` on this host still runs (a zombie does not)."""
     try:

@@ -189,19 +189,13 @@ def _stop_when_orphaned(variable: str) -> None:
     gone, even if it died by SIGKILL and could tell no one."""
     import os
     import signal
-    import threading
-    import time
+
+    from kbframework.jobs.owners import when_parent_gone
 
     parent = os.environ.get(variable)
-    if not parent or not parent.isdigit():
-        return
-
-    def watch():
-        while os.getppid() == int(parent):
-            time.sleep(1)
-        os.kill(os.getpid(), signal.SIGTERM)  # CronScheduler's own handler: a clean stop
-
-    threading.Thread(target=watch, name="kbf-scheduler-watchdog", daemon=True).start()
+    if parent and parent.isdigit():
+        # SIGTERM to itself: the process's own handler (RQ's, CronScheduler's) stops it cleanly
+        when_parent_gone(int(parent), lambda: os.kill(os.getpid(), signal.SIGTERM), "kbf-orphan-watchdog")
 
 
 class BurstWorker(ScopedJobs, SimpleWorker):

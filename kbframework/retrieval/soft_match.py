@@ -221,8 +221,7 @@ def prepare(session, org_id, query: str, chunk_ids, texts: dict | None = None) -
     dfs, n = document_frequency(session, org_id, sorted({lx for _, lx in qw}))
     weights = np.array([gate_idf(dfs.get(lx, 0), n) for _, lx in qw], dtype=np.float32)
     q = st.matrix[[qrows[w] for w, _ in qw]]
-    prep = {"table": table, "words": qw, "weights": weights, "dim": q.shape[1], "q": q, "chunks": {},
-            "state": st}
+    prep = {"table": table, "words": qw, "weights": weights, "q": q, "chunks": {}, "state": st}
     _read_chunks(session, org_id, list(chunk_ids), prep, texts)
     return prep
 
