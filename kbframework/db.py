@@ -35,6 +35,9 @@ def _make_engine(url: str, pool_size: int) -> Engine:
 
     # every transaction carries the organization scope (row-level security)
     event.listen(engine, "begin", tenancy.on_begin)
+    event.listen(engine, "before_cursor_execute", tenancy.before_cursor_execute, retval=True)
+    for end in ("commit", "rollback"):
+        event.listen(engine, end, tenancy.on_end)
     return engine
 
 

@@ -143,10 +143,54 @@ def on_connect(dbapi_conn) -> None:
     dbapi_conn.commit()
 
 
+_PENDING = "kb_scope_pending"
+_NAMED_PREFIX = ("SELECT set_config('app.organization_id', %(_kb_org)s, true), "
+                 "set_config('app.rls_bypass', %(_kb_bypass)s, true); ")
+
+
 def on_begin(conn) -> None:
-    """Copy the scope into the new transaction's settings."""
+    """Copy the scope into the new transaction's settings: held until its first statement,
+    which carries it in the same round trip (``before_cursor_execute``). A round trip of its own
+    cost every transaction 0.3 ms on a quiet machine and 1-2 ms beside a running search, and
+    on the answer path it stood in front of the keyword leg."""
     if ENABLED:
-        conn.exec_driver_sql(SET_SQL, sql_settings())
+        conn.info[_PENDING] = sql_settings()
+
+
+def before_cursor_execute(conn, cursor, statement, parameters, context, executemany):
+    """The transaction's first statement, with the scope set in front of it (one query string:
+    PostgreSQL runs the two in order, in the transaction psycopg2 opened, and the cursor holds
+    the second's result). Where a prefix cannot go (many parameter sets, no parameters to add
+    to, a connection in autocommit) the scope is sent first, as its own statement."""
+    pending = conn.info.pop(_PENDING, None)
+    if pending is None:
+        return statement, parameters
+    if not executemany and not cursor.connection.autocommit and parameters:
+        if isinstance(parameters, dict):
+            return _NAMED_PREFIX + statement, {**parameters, "_kb_org": pending[0], "_kb_bypass": pending[1]}
+        if isinstance(parameters, (tuple, list)):
+            return SET_SQL + "; " + statement, (*pending, *parameters)
+    cursor.execute(SET_SQL, pending)
+    return statement, parameters
+
+
+def without_scope(statement: str) -> str:
+    """A statement as its caller wrote it (for code that reads the statements sent)."""
+    return statement.removeprefix(_NAMED_PREFIX).removeprefix(SET_SQL + "; ")
+
+
+def on_end(conn) -> None:
+    """A transaction that ended before any statement leaves nothing for the next one."""
+    conn.info.pop(_PENDING, None)
+
+
+def flush_pending(conn) -> None:
+    """Send the held scope now: for a caller about to use the driver's cursor directly (no
+    statement event would carry it)."""
+    pending = conn.info.pop(_PENDING, None)
+    if pending is not None:
+        with conn.connection.dbapi_connection.cursor() as cur:
+            cur.execute(SET_SQL, pending)
 
 
 def prefix_for_query_string() -> tuple[str, dict]:

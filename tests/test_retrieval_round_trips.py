@@ -28,7 +28,7 @@ class Statements:
 
     def _catch(self, conn, cursor, statement, parameters, context, executemany):
         with self._lock:
-            self.seen.append(statement)
+            self.seen.append(tenancy.without_scope(statement))
 
     def __enter__(self):
         event.listen(get_engine(), "before_cursor_execute", self._catch)

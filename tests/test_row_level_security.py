@@ -209,3 +209,72 @@ def test_the_words_an_organization_uses_are_its_own(two_orgs):
         assert words_used(s, org["id"], ["note", "secret", "zebra"]) == {"note"}  # "secret" is theirs
     with tenancy.organization(other["id"]), session_scope() as s:
         assert words_used(s, other["id"], ["note", "secret"]) == {"note", "secret"}
+
+
+# --------------------------------------------------------------------------- the scope's round trip
+
+def _seen_statements():
+    """The statements as the driver receives them (after the scope was put in front)."""
+    from sqlalchemy import event
+
+    seen: list[str] = []
+
+    def catch(conn, cursor, statement, parameters, context, executemany):
+        seen.append(statement)
+
+    event.listen(get_engine(), "before_cursor_execute", catch)
+    return seen, lambda: event.remove(get_engine(), "before_cursor_execute", catch)
+
+
+def test_the_scope_rides_on_a_transactions_first_statement_for_every_parameter_style(two_orgs):
+    org, other, ours, theirs = two_orgs
+    seen, stop = _seen_statements()
+    try:
+        with tenancy.organization(org["id"]):
+            with get_engine().connect() as conn:  # named parameters: one query string
+                assert conn.execute(text("SELECT count(*) FROM documents WHERE id = ANY(:ids)"),
+                                    {"ids": [uuid.UUID(ours), uuid.UUID(theirs)]}).scalar() == 1
+                assert conn.execute(text("SELECT count(*) FROM documents WHERE title LIKE :t"),
+                                    {"t": "%"}).scalar() == 1  # the next statement: scope still there
+            assert seen[0].startswith("SELECT set_config('app.organization_id'")
+            assert not seen[1].startswith("SELECT set_config")
+            assert tenancy.without_scope(seen[0]) == "SELECT count(*) FROM documents WHERE id = ANY(%(ids)s)"
+            with get_engine().connect() as conn:  # positional parameters, the driver's own style
+                assert conn.exec_driver_sql("SELECT count(*) FROM documents WHERE title LIKE %s",
+                                            ("%",)).scalar() == 1
+            with get_engine().connect() as conn:  # no parameters at all: the scope on its own first
+                assert conn.exec_driver_sql("SELECT count(*) FROM documents").scalar() == 1
+            with get_engine().connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(text("SELECT :x"), {"x": 1})  # autocommit: the scope as before, on its own
+        with tenancy.organization(other["id"]):
+            with get_engine().connect() as conn:
+                assert conn.execute(text("SELECT count(*) FROM documents WHERE id = :i"),
+                                    {"i": uuid.UUID(ours)}).scalar() == 0
+    finally:
+        stop()
+
+
+def test_many_parameter_sets_and_the_drivers_own_cursor_still_get_the_scope(two_orgs):
+    from sqlalchemy.exc import DBAPIError
+
+    org, other, ours, theirs = two_orgs
+    with tenancy.organization(org["id"]):
+        with get_engine().begin() as conn:  # many parameter sets as the first statement
+            conn.execute(text("UPDATE documents SET title = title || :s WHERE id = :i"),
+                         [{"s": "", "i": uuid.UUID(ours)}, {"s": "", "i": uuid.UUID(theirs)}])
+            assert conn.execute(text("SELECT count(*) FROM documents WHERE id = :i"),
+                                {"i": uuid.UUID(ours)}).scalar() == 1
+            source_id, kind = conn.execute(text("SELECT source_id, type FROM documents WHERE id = :i"),
+                                           {"i": uuid.UUID(ours)}).one()
+        with session_scope() as s:  # the driver's own cursor, as the ingestion's COPY uses it
+            c = s.connection()
+            tenancy.flush_pending(c)
+            with c.connection.dbapi_connection.cursor() as cur:
+                cur.execute("SELECT current_setting('app.organization_id'), count(*) FROM documents")
+                assert cur.fetchone() == (org["id"], 1)
+    with tenancy.organization(other["id"]):  # many parameter sets into another organization: refused
+        with pytest.raises(DBAPIError, match="row-level security"):
+            with get_engine().begin() as conn:
+                conn.execute(text("INSERT INTO documents (id, organization_id, source_id, type, title) "
+                                  "VALUES (:i, :o, :s, :t, 'x')"),
+                             [{"i": uuid.uuid4(), "o": uuid.UUID(org["id"]), "s": source_id, "t": kind}] * 2)

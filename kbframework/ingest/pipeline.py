@@ -33,6 +33,7 @@ import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from kbframework import tenancy
 from kbframework.clock import utcnow
 from kbframework.hooks import registry
 from kbframework.db import session_scope
@@ -159,7 +160,9 @@ def replace_batch_step(session, works: list[_Work]) -> None:
     The documents are updated first: their row locks make a second writer of the same
     document (a duplicate job) wait for this transaction, and its DELETE then sees, and
     removes, the chunks written here, so a document never ends with two sets of chunks."""
-    conn = session.connection().connection.dbapi_connection
+    sa_conn = session.connection()
+    tenancy.flush_pending(sa_conn)  # the driver's cursor below carries no statement event
+    conn = sa_conn.connection.dbapi_connection
     now = utcnow()
     ids = [str(w.doc_id) for w in works]
     meta = [json.dumps({"last_ingest": {"action": "indexed", "at": now.isoformat(), "steps": w.steps},
