@@ -212,14 +212,16 @@ def _split(names: list[str], first: str, last: str):
 def retrieve(org_id: str, q: str) -> dict:
     """One question through the product's own steps, as ``answer()`` runs them for a visitor
     of ``org_id`` (the request's organization scope, a pooled session): the steps before the
-    pre-filter (context, conversation, filters) untimed, then the retrieval steps timed —
-    pre-filter, place check, query embedding, vector leg with the keyword leg beside it on
-    its own connection, RRF — by the product's own trace."""
+    searches (context, conversation, filters) untimed, then the retrieval steps timed — the
+    expansion that starts the keyword leg on its own connection, pre-filter, place check, query
+    embedding, vector leg with the keyword leg beside it, soft match, RRF — by the product's
+    own trace; the usage ledger's row after them, untimed, as after a visitor's answer."""
     from kbframework import tenancy
     from kbframework.db import session_scope
     from kbframework.retrieval.steps import STEPS, Turn, run_steps
 
-    before, steps = _split([st.name for st in STEPS], "prefilter", "rrf")
+    # from the first step that searches (the expansion, which starts the keyword leg) to fusion
+    before, steps = _split([st.name for st in STEPS], "expand_query", "rrf")
     t0 = time.perf_counter()
     with tenancy.organization(org_id), session_scope() as s:
         t = Turn(org_id=uuid.UUID(org_id), question=q, now=datetime.now(timezone.utc), retrieval_only=True)
@@ -227,6 +229,7 @@ def retrieve(org_id: str, q: str) -> dict:
         t1 = time.perf_counter()
         run_steps(s, t, steps)
         t2 = time.perf_counter()
+        run_steps(s, t, [st for st in STEPS if st.name == "record_usage"])  # after the answer, as for a visitor
     whole = (time.perf_counter() - t0) * 1000
     plans = (t.debug.get("vector") or {}).get("plans") or []
     return {"ms": (t2 - t1) * 1000, "whole_ms": whole, "steps": {r.name: r.ms for r in t.trace.steps},

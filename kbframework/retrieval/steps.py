@@ -442,11 +442,30 @@ _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbf-keyword")
 
 
 def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None, expand_for=None,
-                 expanded_future: Future | None = None):
+                 expanded_future: Future | None = None, done: Future | None = None):
     """The keyword leg on its own connection. With ``expand_for`` (the organization) the
     question's expansion runs first, on the same connection, and its result goes to
     ``expanded_future`` as (expansion, ms): the keyword leg is the one that needs it, so both run
-    beside the query embedding and the vector leg instead of before them."""
+    beside the pre-filter, the query embedding and the vector leg instead of before them.
+
+    The hits go to ``done`` as soon as they are read, before the session ends: its closing
+    round trip (the transaction's end) is then no longer in front of the answer."""
+    try:
+        out = _keyword_leg_reads(pf, text_q, k, expanded, expand_for, expanded_future, done)
+    except BaseException as exc:
+        if done is not None and done.done():  # the hits were handed on: only the session's end failed
+            log.warning("keyword leg, ending its session: %s: %s", type(exc).__name__, exc)
+            return done.result()
+        for f in (expanded_future, done):
+            if f is not None and not f.done():
+                f.set_exception(exc)
+        raise
+    if done is not None and not done.done():
+        done.set_result(out)
+    return out
+
+
+def _keyword_leg_reads(pf, text_q, k, expanded, expand_for, expanded_future, done):
     t0 = time.perf_counter()
     with read_session_scope() as s2:
         if expand_for is not None:
@@ -459,7 +478,10 @@ def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None, e
             expanded_future.set_result((got, round((time.perf_counter() - t0) * 1000, 2)))
             t0 = time.perf_counter()
         hits, dbg = keyword_search(s2, pf, text_q, k=k, expansion=expanded)
-    return hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
+        out = hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
+        if done is not None:
+            done.set_result(out)
+    return out
 
 
 def _budget_stop(org_id):
@@ -527,7 +549,7 @@ class Turn:
     qvecs: dict = field(default_factory=dict)
     kw_future: object = None
     expansion_future: object = None  # (expansion, ms), set by the keyword leg's thread
-    ledger_future: object = None
+    usage: list = field(default_factory=list)  # usage-ledger entries the turn still has to write
     legs: dict = field(default_factory=dict)
     weights: dict = field(default_factory=dict)
     fused: list = field(default_factory=list)
@@ -701,14 +723,16 @@ def expand_query_step(s, t: Turn):
     """Neighbours of the question's words from the offline embedder's token table, kept when the
     organization's chunks use them; the keyword leg adds them to its any-term tier. Only the
     keyword leg reads them, so they are looked up on its connection, right before it, while this
-    thread embeds the question and runs the vector leg: this step starts both, and its trace
-    output is filled in when the keyword step collects them (``_collect_expansion``)."""
+    thread counts the pre-filter, embeds the question and runs the vector leg: this step starts
+    both, before the pre-filter (the keyword leg is the longer of the two, and needs the
+    filters, not their count; when the turn then does not search, their result is dropped), and
+    its trace output is filled in when the keyword step collects them (``_collect_expansion``)."""
     # the question's own words first, here: their stems, the content words the vector leg embeds
     # and the lexemes the keyword leg weighs, in one round trip (the expansion then asks only for
     # its neighbours' stems)
     lexicon.prefetch(s, t.text_q, lexicon.question_words(t.text_q))
     _start_keyword_leg(s, t, expand=True)
-    return {"beside": "the query embedding and the vector leg, before the keyword leg"}
+    return {"beside": "the pre-filter, the query embedding and the vector leg, before the keyword leg"}
 
 
 def _collect_expansion(t: Turn) -> None:
@@ -726,7 +750,7 @@ def _collect_expansion(t: Turn) -> None:
     for rec in t.trace.steps:
         if rec.name == "expand_query":
             rec.output = _jsonable({**t.debug["expansion"], "ran_ms": ms,
-                                    "beside": "the query embedding and the vector leg"})
+                                    "beside": "the pre-filter, the query embedding and the vector leg"})
 
 
 def _start_keyword_leg(s, t: Turn, expand: bool = False) -> None:
@@ -737,9 +761,10 @@ def _start_keyword_leg(s, t: Turn, expand: bool = False) -> None:
     org_models(s, t.ctx.org.id)
     if expand:
         t.expansion_future = Future()
-    t.kw_future = _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
-                               (t.expansion or {}).get("weights"), t.ctx.org.id if expand else None,
-                               t.expansion_future)
+    t.kw_future = Future()
+    _POOL.submit(contextvars.copy_context().run, _keyword_leg, t.pf, t.text_q, t.k_keyword,
+                 (t.expansion or {}).get("weights"), t.ctx.org.id if expand else None,
+                 t.expansion_future, t.kw_future)
 
 
 VECTOR_CONTENT_ONLY = True
@@ -754,19 +779,17 @@ def content_words(s, query: str) -> str:
 
 def embed_query_step(s, t: Turn):
     # the keyword leg needs no vector: it is running already (started by the expansion step) or
-    # starts now, and the query embedding's ledger row is written beside the searches too
-    # (its own transaction; awaited by keyword_search, so it is there when the turn ends)
+    # starts now. The query embedding's ledger row waits for the turn's end (record_usage):
+    # written here, beside the searches, its four round trips took 1.5-2.5 ms from them
     if t.kw_future is None:
         _start_keyword_leg(s, t)
-    entries: list = []
+    entries = t.usage
     # the vector leg embeds the question's content words: a static model pools every token,
     # and "my … when it …" pulls a short paraphrase toward every text that says them too
     vtext = content_words(s, t.text_q) if VECTOR_CONTENT_ONLY else t.text_q
     t.qvecs, dbg = embed_query(s, t.ctx.org.id, vtext, ledger=entries)
     if vtext != t.text_q:
         dbg["embedded_text"] = vtext
-    if entries:
-        t.ledger_future = _POOL.submit(contextvars.copy_context().run, lambda: [_ledger(*e) for e in entries])
     t.debug["embedding"] = dbg
     return dbg
 
@@ -799,8 +822,6 @@ def keyword_search_step(s, t: Turn):
             log.warning("soft-match leg, prepared beside the keyword leg: %s", exc)
     hits, dbg, ms = t.kw_future.result()
     _collect_expansion(t)
-    if t.ledger_future is not None:
-        t.ledger_future.result()  # _ledger logs its own failures
     t.legs["keyword"] = hits
     t.debug["keyword"] = {**dbg, "hits": [_hit(h) for h in hits]}
     t.debug["legs"] = {"vector_hits_above_floor": len(t.legs.get("vector", [])), "keyword_matches": len(hits),
@@ -1033,6 +1054,15 @@ def log_step(s, t: Turn):
     return {"chat_log_id": str(t.message_id), "zero_result": r["zero_result"], "flags": flags}
 
 
+def record_usage_step(s, t: Turn):
+    """The usage ledger's rows for the models the turn called without writing them then (the
+    query embedding), in their own transaction, once the answer is made."""
+    entries, t.usage = t.usage, []
+    for e in entries:
+        _ledger(*e)  # logs its own failures
+    return {"rows": [{"purpose": e[1], "model": e[2].model, "tokens_in": e[3]} for e in entries]}
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -1051,9 +1081,11 @@ STEPS: tuple[Step, ...] = (
     Step("rewrite_query", rewrite_step),
     Step("extract_filters", extract_filters_step),
     Step("inherit_filters", inherit_filters_step, lambda t: t.kind.kind == conversation.FOLLOW_UP),
+    # before the pre-filter's count: the keyword leg it starts needs the filters, not the count,
+    # and is the longer leg (a turn that then does not search drops its result)
+    Step("expand_query", expand_query_step, lambda t: t.use_expansion),
     Step("prefilter", prefilter_step),
     Step("place_check", place_check_step),
-    Step("expand_query", expand_query_step, lambda t: _searching(t) and t.use_expansion),
     Step("embed_query", embed_query_step, _searching),
     Step("vector_search", vector_search_step, _searching),
     Step("keyword_search", keyword_search_step, _searching),
@@ -1072,16 +1104,23 @@ STEPS: tuple[Step, ...] = (
     Step("call_llm", call_llm_step, lambda t: t.answerable and not t.retrieval_only),
     Step("build_cards", build_cards_step, lambda t: t.answerable and not t.retrieval_only),
     Step("log", log_step, lambda t: not t.retrieval_only),
+    Step("record_usage", record_usage_step, lambda t: bool(t.usage)),
 )
 
 
 def run_steps(s, t: Turn, steps=STEPS) -> Turn:
-    """Run every step that applies, in order, each traced; stop when one says the turn is done."""
-    for step in steps:
-        if t.done:
-            break
-        if not step.when(t):
-            continue
-        with t.trace.step(step.name) as rec:
-            rec.output = _jsonable(step.fn(s, t))
+    """Run every step that applies, in order, each traced; stop when one says the turn is done.
+    A turn that fails still writes the usage it owes (the model calls were made)."""
+    try:
+        for step in steps:
+            if t.done:
+                break
+            if not step.when(t):
+                continue
+            with t.trace.step(step.name) as rec:
+                rec.output = _jsonable(step.fn(s, t))
+    except Exception:
+        if t.usage:
+            record_usage_step(s, t)
+        raise
     return t
