@@ -230,3 +230,25 @@ def test_budget_validation_names_the_unit(kb_admin):
     # the old nested form is still understood
     r = kb_admin.put("/api/admin/v1/settings", json={"extra": {"budget": {"monthly_tokens": 5000}}})
     assert r.status_code == 200 and (r.get_json()["budget_unit"], r.get_json()["budget_limit"]) == ("tokens", 5000.0)
+
+
+def test_a_turn_that_fails_after_the_query_embedding_still_records_it(kb_admin, monkeypatch):
+    """The query embedding's row is written at the turn's end, off the searches' time: a turn
+    that breaks between the two writes it all the same, once."""
+    from kbframework.retrieval import steps
+
+    note(kb_admin)
+    org = kb_admin.org["id"]
+    before = sum(1 for r in ledger(org) if r.purpose == "query_embedding")
+
+    def broken(s, t):
+        raise RuntimeError("fusion broke")
+
+    monkeypatch.setattr(steps, "STEPS", tuple(steps.Step(st.name, broken, st.when) if st.name == "rrf" else st
+                                              for st in steps.STEPS))
+    with pytest.raises(RuntimeError, match="fusion broke"):
+        with session_scope() as s:
+            t = steps.Turn(org_id=org, question="return policy?", now=datetime.now(timezone.utc), retrieval_only=True)
+            steps.run_steps(s, t, steps.STEPS)
+    assert sum(1 for r in ledger(org) if r.purpose == "query_embedding") == before + 1
+    assert t.usage == []
