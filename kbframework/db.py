@@ -19,20 +19,20 @@ _factory: sessionmaker | None = None
 _url: str | None = None
 
 
+def _on_connect(dbapi_conn, _rec):  # register the vector type per connection
+    from psycopg2 import Error as DBAPIError
+    from pgvector.psycopg2 import register_vector
+
+    try:
+        register_vector(dbapi_conn)
+    except DBAPIError:
+        dbapi_conn.rollback()  # before the first migration the extension may not exist yet
+    tenancy.on_connect(dbapi_conn)
+
+
 def _make_engine(url: str, pool_size: int) -> Engine:
     engine = create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True, future=True)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _rec):  # register the vector type per connection
-        from psycopg2 import Error as DBAPIError
-        from pgvector.psycopg2 import register_vector
-
-        try:
-            register_vector(dbapi_conn)
-        except DBAPIError:
-            dbapi_conn.rollback()  # before the first migration the extension may not exist yet
-        tenancy.on_connect(dbapi_conn)
-
+    event.listen(engine, "connect", _on_connect)
     # every transaction carries the organization scope (row-level security)
     event.listen(engine, "begin", tenancy.on_begin)
     event.listen(engine, "before_cursor_execute", tenancy.before_cursor_execute, retval=True)
@@ -163,6 +163,44 @@ def replication_status() -> dict:
 
 
 _fast: Engine | None = None
+_side: Engine | None = None
+SIDE_READ_APPLICATION = "kbf-side-read"  # what pg_stat_activity shows for these connections
+
+
+def get_side_read_engine() -> Engine:
+    """Autocommit connections to the primary for a read that runs beside the answer's own
+    session (the keyword leg), not pinged on checkout: no ping, no BEGIN, no COMMIT, three
+    round trips fewer in front of the longer search leg. Every statement carries the
+    organization scope in its own query string (``tenancy.scope_each_statement``). A caller
+    retries once on a dropped connection."""
+    global _side
+    if _side is None:
+        get_engine()
+        with _lock:
+            if _side is None:
+                _side = create_engine(_url, pool_size=10, max_overflow=20, pool_pre_ping=False,
+                                      isolation_level="AUTOCOMMIT", future=True,
+                                      connect_args={"application_name": SIDE_READ_APPLICATION})
+                event.listen(_side, "connect", _on_connect)
+                event.listen(_side, "before_cursor_execute", tenancy.scope_each_statement, retval=True)
+    return _side
+
+
+@contextmanager
+def side_read_scope() -> Iterator[Session]:
+    """The session of a read beside the answer's own: the replica's (``read_session_scope``)
+    when one is set, else one of ``get_side_read_engine``'s connections to the primary."""
+    if read_url() is not None:
+        with read_session_scope() as s:
+            yield s
+        return
+    conn = get_side_read_engine().connect()
+    s = Session(bind=conn, expire_on_commit=False, future=True)
+    try:
+        yield s
+    finally:
+        s.close()
+        conn.close()
 
 
 def get_autocommit_engine() -> Engine:
@@ -243,10 +281,10 @@ def check_database() -> None:
 
 
 def dispose() -> None:
-    global _engine, _factory, _url, _fast, _read_engine, _read_url
+    global _engine, _factory, _url, _fast, _side, _read_engine, _read_url
     with _lock:
-        for engine in (_engine, _fast, _read_engine):
+        for engine in (_engine, _fast, _side, _read_engine):
             if engine is not None:
                 engine.dispose()
-        _engine = _factory = _url = _fast = None
+        _engine = _factory = _url = _fast = _side = None
         _read_engine = _read_url = None

@@ -174,8 +174,31 @@ def before_cursor_execute(conn, cursor, statement, parameters, context, executem
     return statement, parameters
 
 
+def scope_each_statement(conn, cursor, statement, parameters, context, executemany):
+    """Every statement on an autocommit connection, with the scope in front of it in the same
+    query string (PostgreSQL runs a query string as one implicit transaction, so the scope
+    holds for that statement and ends with it)."""
+    if not ENABLED:
+        return statement, parameters
+    org, bypass = sql_settings()
+    if executemany:
+        raise RuntimeError("a statement with many parameter sets cannot carry the organization scope "
+                           "on an autocommit connection")
+    if isinstance(parameters, dict):
+        return _NAMED_PREFIX + statement, {**parameters, "_kb_org": org, "_kb_bypass": bypass}
+    if parameters:
+        return SET_SQL + "; " + statement, (org, bypass, *parameters)
+    # no parameters, so the driver does not interpolate: the two values inline (an id set_scope
+    # checked, or empty; "on" or "off")
+    uuid.UUID(org) if org else None
+    return (f"SELECT set_config('app.organization_id', '{org}', true), "
+            f"set_config('app.rls_bypass', '{'on' if bypass == 'on' else 'off'}', true); " + statement), parameters
+
+
 def without_scope(statement: str) -> str:
     """A statement as its caller wrote it (for code that reads the statements sent)."""
+    if statement.startswith("SELECT set_config('app.organization_id', '"):
+        return statement.split("; ", 1)[1]
     return statement.removeprefix(_NAMED_PREFIX).removeprefix(SET_SQL + "; ")
 
 

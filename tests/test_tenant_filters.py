@@ -59,7 +59,7 @@ class Capture:
 @pytest.fixture
 def captured(kb_services):
     cap = Capture()
-    engines = {db.get_engine(), db.get_autocommit_engine(), db.get_read_engine()}
+    engines = {db.get_engine(), db.get_autocommit_engine(), db.get_read_engine(), db.get_side_read_engine()}
     for e in engines:
         event.listen(e, "before_cursor_execute", cap)
     yield cap

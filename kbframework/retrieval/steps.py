@@ -50,7 +50,7 @@ from sqlalchemy import select, text
 
 from kbframework.settings.store import values_of as settings_values
 from kbframework.hooks import registry
-from kbframework.db import read_session_scope, session_scope
+from kbframework.db import session_scope, side_read_scope
 from kbframework.errors import NotFound, ValidationFailed
 from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
@@ -449,7 +449,8 @@ def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None, e
     beside the pre-filter, the query embedding and the vector leg instead of before them.
 
     The hits go to ``done`` as soon as they are read, before the session ends: its closing
-    round trip (the transaction's end) is then no longer in front of the answer."""
+    round trip (the replica's transaction's end; the primary's side connection has none) is
+    then no longer in front of the answer."""
     try:
         out = _keyword_leg_reads(pf, text_q, k, expanded, expand_for, expanded_future, done)
     except BaseException as exc:
@@ -466,16 +467,38 @@ def _keyword_leg(pf, text_q, k: int = KEYWORD_K, expanded: dict | None = None, e
 
 
 def _keyword_leg_reads(pf, text_q, k, expanded, expand_for, expanded_future, done):
+    """On a side connection (``side_read_scope``: not pinged on checkout), so a connection the
+    server dropped is found by the first statement: the leg then runs once more, on a new one."""
+    from sqlalchemy.exc import DBAPIError
+
+    for attempt in (1, 2):
+        try:
+            return _keyword_leg_once(pf, text_q, k, expanded, expand_for, expanded_future, done)
+        except DBAPIError as exc:
+            if attempt == 2 or not exc.connection_invalidated or (done is not None and done.done()):
+                raise
+            log.info("keyword leg: the connection was dropped (%s); once more on a new one", exc.orig)
+
+
+def _keyword_leg_once(pf, text_q, k, expanded, expand_for, expanded_future, done):
+    from sqlalchemy.exc import DBAPIError
+
     t0 = time.perf_counter()
-    with read_session_scope() as s2:
+    with side_read_scope() as s2:
         if expand_for is not None:
             try:
                 got = expansion.expand(s2, expand_for, text_q)
+            except DBAPIError as exc:
+                if exc.connection_invalidated:
+                    raise  # the leg's connection is gone: the leg runs again
+                log.warning("query expansion: %s", exc)
+                got = {}
             except Exception as exc:  # a help for the keyword leg, never a reason to fail
                 log.warning("query expansion: %s", exc)
                 got = {}
             expanded = got.get("weights")
-            expanded_future.set_result((got, round((time.perf_counter() - t0) * 1000, 2)))
+            if not expanded_future.done():
+                expanded_future.set_result((got, round((time.perf_counter() - t0) * 1000, 2)))
             t0 = time.perf_counter()
         hits, dbg = keyword_search(s2, pf, text_q, k=k, expansion=expanded)
         out = hits, dbg, round((time.perf_counter() - t0) * 1000, 2)
