@@ -138,3 +138,20 @@ def test_the_soft_match_leg_scores_the_same_from_the_legs_texts_as_from_its_own_
     assert [(h.chunk_id, round(h.score, 6)) for h in given] == [(h.chunk_id, round(h.score, 6)) for h in read]
     assert given and given[0].document_id == cands[given[0].chunk_id]
     assert uuid.UUID(given[0].document_id)
+
+
+def test_chunks_scored_beside_the_keyword_leg_rank_as_when_all_are_scored_after_it(kb_org):
+    seed(kb_org["id"], PRODUCTS + SUPPORT)
+    org = kb_org["id"]
+    q = "a crimson gown for the evening"
+    with tenancy.organization(org), session_scope() as s:
+        rows = s.execute(text("SELECT id, document_id FROM chunks WHERE organization_id = :o ORDER BY id"),
+                         {"o": org}).all()
+        cands = {r[0]: str(r[1]) for r in rows}
+        after, _ = soft_match.search(s, org, q, cands)
+        early = list(cands)[::2]  # as if these were the vector leg's, scored while the keyword leg ran
+        prep = soft_match.prepare(s, org, q, early)
+        assert set(prep["scores"]) == {c for c in early if c in prep["chunks"]}
+        beside, dbg = soft_match.search(s, org, q, cands, prepared=prep)
+    assert 0 < dbg["scored_beside_keyword_leg"] < dbg["scored"]
+    assert [(h.chunk_id, round(h.score, 6)) for h in beside] == [(h.chunk_id, round(h.score, 6)) for h in after]

@@ -221,9 +221,21 @@ def prepare(session, org_id, query: str, chunk_ids, texts: dict | None = None) -
     dfs, n = document_frequency(session, org_id, sorted({lx for _, lx in qw}))
     weights = np.array([gate_idf(dfs.get(lx, 0), n) for _, lx in qw], dtype=np.float32)
     q = st.matrix[[qrows[w] for w, _ in qw]]
-    prep = {"table": table, "words": qw, "weights": weights, "q": q, "chunks": {}, "state": st}
+    prep = {"table": table, "words": qw, "weights": weights, "q": q, "chunks": {}, "state": st, "scores": {}}
     _read_chunks(session, org_id, list(chunk_ids), prep, texts)
+    _score(prep, [c for c in chunk_ids if c in prep["chunks"]])  # these need nothing of the keyword leg
     return prep
+
+
+def _score(prep: dict, chunk_ids: list) -> None:
+    """Scores of chunks not scored yet for this question, into ``prep["scores"]`` (a chunk's
+    score depends on its own words alone, so the vector leg's are scored while the keyword leg
+    runs and only the keyword leg's others after it)."""
+    todo = [c for c in dict.fromkeys(chunk_ids) if c not in prep["scores"]]
+    if todo:
+        # the matrix taken after every row these chunks use was assigned: it holds them all
+        values = chunk_scores(prep["q"], prep["weights"], prep["state"].matrix, [prep["chunks"][c] for c in todo])
+        prep["scores"].update(zip(todo, values))
 
 
 def _read_chunks(session, org_id, chunk_ids: list, prep: dict, texts: dict | None = None) -> None:
@@ -281,12 +293,13 @@ def search(session, org_id, query: str, candidates: dict, k: int = 20,
         return [], {"available": True, "words": []}
     _read_chunks(session, org_id, list(candidates), prep, texts)
     scored = [cid for cid in candidates if cid in prep["chunks"]]
-    # the matrix taken after every row these chunks use was assigned: it holds them all
-    values = chunk_scores(prep["q"], prep["weights"], prep["state"].matrix, [prep["chunks"][c] for c in scored])
-    scores = dict(zip(scored, values))
+    early = sum(1 for c in scored if c in prep["scores"])
+    _score(prep, scored)
+    scores = {cid: prep["scores"][cid] for cid in scored}
     # equal scores (the same words matched equally well) go to the chunk the vector and keyword
     # legs found first, not to the lower chunk id, which only says which writer thread was faster
     ranked = rank(scores, order={cid: i for i, cid in enumerate(candidates)})[:k]
     hits = [Hit(cid, str(candidates[cid]), i + 1, s, "soft") for i, (cid, s) in enumerate(ranked)]
     return hits, {"available": True, "words": [w for w, _ in prep["words"]], "scored": len(scores),
+                  "scored_beside_keyword_leg": early if prepared is not None else 0,
                   "min_similarity": MIN_SIMILARITY, "prepared_beside_keyword_leg": prepared is not None}
