@@ -178,7 +178,7 @@ def get_side_read_engine() -> Engine:
         get_engine()
         with _lock:
             if _side is None:
-                _side = create_engine(_url, pool_size=10, max_overflow=20, pool_pre_ping=False,
+                _side = create_engine(_url, pool_size=5, max_overflow=15, pool_pre_ping=False,
                                       isolation_level="AUTOCOMMIT", future=True,
                                       connect_args={"application_name": SIDE_READ_APPLICATION})
                 event.listen(_side, "connect", _on_connect)
