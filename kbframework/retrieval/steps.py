@@ -750,11 +750,12 @@ def expand_query_step(s, t: Turn):
     both, before the pre-filter (the keyword leg is the longer of the two, and needs the
     filters, not their count; when the turn then does not search, their result is dropped), and
     its trace output is filled in when the keyword step collects them (``_collect_expansion``)."""
-    # the question's own words first, here: their stems, the content words the vector leg embeds
-    # and the lexemes the keyword leg weighs, in one round trip (the expansion then asks only for
-    # its neighbours' stems)
-    lexicon.prefetch(s, t.text_q, lexicon.question_words(t.text_q))
+    # the keyword leg first: its expansion asks for the stems of the question's words and their
+    # neighbours, the content words and the lexemes in one round trip of its own; this thread
+    # asks for the question's words (what the pre-filter's steps and the vector leg read) meanwhile,
+    # instead of before the leg starts (nothing to ask once they are cached)
     _start_keyword_leg(s, t, expand=True)
+    lexicon.prefetch(s, t.text_q, lexicon.question_words(t.text_q))
     return {"beside": "the pre-filter, the query embedding and the vector leg, before the keyword leg"}
 
 
