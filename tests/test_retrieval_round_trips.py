@@ -155,3 +155,22 @@ def test_chunks_scored_beside_the_keyword_leg_rank_as_when_all_are_scored_after_
         beside, dbg = soft_match.search(s, org, q, cands, prepared=prep)
     assert 0 < dbg["scored_beside_keyword_leg"] < dbg["scored"]
     assert [(h.chunk_id, round(h.score, 6)) for h in beside] == [(h.chunk_id, round(h.score, 6)) for h in after]
+
+
+def test_the_expansion_counts_the_neighbours_it_keeps_for_the_keyword_leg(kb_org):
+    """The keyword leg weighs each kept neighbour by its count: the expansion's one round trip
+    brings them, so the leg does not ask again."""
+    from kbframework.retrieval import expansion
+
+    seed(kb_org["id"], [{"title": "Tarn Little Peak Carrier", "role": "product",
+                         "body": "# Tarn Little Peak Carrier\n\nA frame pack that carries a child on mountain trails."}])
+    org = kb_org["id"]
+    forget_words()
+    with tenancy.organization(org), session_scope() as s:
+        got = expansion.expand(s, org, "something for my toddler on walks")
+        kept = sorted(got["weights"])
+        assert kept, "the question was expected to find neighbours in this knowledge"
+        with Statements() as st:
+            dfs, _ = corpus_stats.document_frequency(s, org, kept)
+            assert not [x for x in st.seen if "term_stats" in x or "kbf_fulltext_df" in x]  # all counted already
+    assert all(dfs[lx] > 0 for lx in kept)

@@ -158,6 +158,24 @@ def pick(candidates: dict[str, list[tuple[str, str, float]]], question_lexemes: 
     return out
 
 
+def likely_kept(candidates: dict[str, list[tuple[str, str, float]]], question_lexemes: set[str],
+                neutral: frozenset | set = frozenset(), per_word: int | None = None) -> list[str]:
+    """The lexemes ``pick`` keeps if the organization uses every candidate: each word's first
+    ``per_word`` that pass its other tests. Pure."""
+    return [n["lexeme"] for kept in pick(candidates, question_lexemes, _EVERY_WORD, neutral, per_word).values()
+            for n in kept]
+
+
+class _Every(dict):
+    """A count of 1 for every word: ``pick`` as if the organization used them all."""
+
+    def get(self, key, default=None):
+        return 1
+
+
+_EVERY_WORD = _Every()
+
+
 def weights(expansion: dict[str, list[dict]], factor: float | None = None) -> dict[str, float]:
     """{neighbour lexeme: the share of its idf it weighs} for the keyword leg."""
     factor = WEIGHT if factor is None else factor
@@ -210,7 +228,11 @@ def expand(session, org_id, query: str) -> dict:
     n_stems = lexicon.stems(session, sorted({n for c in near.values() for n, _ in c}))
     candidates = {lx: [(n, n_stems[n][0], s) for n, s in c if len(n_stems[n]) == 1] for lx, c in near.items()}
     all_lx = sorted({c[1] for cs in candidates.values() for c in cs})
-    # the question's own words' counts in the same round trip: the keyword leg weighs them next
-    used = words_used(session, org_id, all_lx, counted=query_lexemes(session, query)) if all_lx else set()
+    # the question's own words' counts in the same round trip: the keyword leg weighs them next;
+    # and those of the neighbours that will be kept if the organization uses them, which the
+    # keyword leg weighs too (a count of a word no chunk uses costs what the used-or-not probe
+    # does; otherwise the keyword leg counted them in a round trip of its own)
+    counted = list(query_lexemes(session, query)) + likely_kept(candidates, q_lex, NEUTRAL)
+    used = words_used(session, org_id, all_lx, counted=counted) if all_lx else set()
     kept = pick(candidates, q_lex, {lx: 1 for lx in used}, NEUTRAL)
     return {"words": kept, "weights": weights(kept), "available": True}

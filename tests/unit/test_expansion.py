@@ -66,3 +66,14 @@ def test_words_vectorized_in_one_call_are_each_words_own_vector_even_when_the_to
         one = expansion.word_vector(w, table)
         assert (v is None) == (one is None), w
         assert v is None or (v == one).all(), w
+
+
+def test_likely_kept_is_what_pick_keeps_when_every_candidate_is_used():
+    cands = {"movi": [("film", "film", 0.84), ("cinema", "cinema", 0.66), ("screen", "screen", 0.5),
+                      ("price", "price", 0.5), ("movies", "movi", 0.9)],
+             "cheap": [("film", "film", 0.6), ("budget", "budget", 0.55)]}
+    got = expansion.likely_kept(cands, {"movi", "cheap"}, frozenset({"price"}), per_word=2)
+    assert got == ["film", "cinema", "budget"]  # two a word, the word's own form, a neutral word, a repeat left out
+    every = {lx: 1 for cs in cands.values() for _, lx, _ in cs}
+    assert got == [n["lexeme"] for kept in expansion.pick(cands, {"movi", "cheap"}, every, frozenset({"price"}),
+                                                          per_word=2).values() for n in kept]
