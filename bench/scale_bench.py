@@ -184,11 +184,13 @@ class LegStatements:
     def __init__(self):
         from sqlalchemy import event
 
-        from kbframework.db import get_engine
+        from kbframework.db import get_engine, get_side_read_engine
 
         self.seen: list[tuple[str, object]] = []
         self._lock = threading.Lock()
-        event.listen(get_engine(), "before_cursor_execute", self._catch)
+        # the vector leg on the request's own connection, the keyword leg on a side connection
+        for engine in (get_engine(), get_side_read_engine()):
+            event.listen(engine, "before_cursor_execute", self._catch)
 
     def _catch(self, conn, cursor, statement, parameters, context, executemany):
         if "embedding_half" in statement or "tsv @@" in statement:  # the searches, not the lookups around them
