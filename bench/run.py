@@ -22,7 +22,11 @@ MODULES = ["core_bench"] + sorted(p.stem for p in Path(__file__).parent.glob("*_
 
 def main() -> int:
     only = sys.argv[1:] or MODULES
-    data_dir = Path(tempfile.mkdtemp(prefix="kbf-bench-"))
+    # KB_BENCH_DATA_DIR keeps the bench's services and data after it (to measure a load again
+    # after a change); by default they live in a scratch folder removed at the end
+    kept = os.environ.get("KB_BENCH_DATA_DIR")
+    data_dir = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="kbf-bench-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
     os.environ["KB_DATA_DIR"] = str(data_dir)
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
@@ -59,7 +63,8 @@ def main() -> int:
     finally:
         embedded.stop_postgres(cfg)
         embedded.stop_redis(cfg)
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(data_dir, ignore_errors=True)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     name = os.environ.get("KB_BENCH_RESULTS", "latest.json")
