@@ -81,6 +81,36 @@ def test_services_run_postgres_18_with_pgvector_08(tmp_path):
         kbf("services", "stop", env=env, check=False)
 
 
+def test_a_restart_keeps_what_was_in_the_shared_buffers(tmp_path):
+    """pg_prewarm's autoprewarm worker runs beside the embedded server: it writes down which
+    pages the shared buffers hold when the server stops and reads them back after it starts,
+    so the first questions after `kbf services start` do not read the indexes page by page."""
+    import time
+
+    env = {"KB_DATA_DIR": str(tmp_path / "var"), "DATABASE_URL": "", "REDIS_URL": ""}
+    in_buffers = ("SELECT count(*) FROM pg_buffercache WHERE relfilenode = pg_relation_filenode('warm') "
+                  "AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())")
+    try:
+        kbf("services", "start", env=env)
+        url = _url(env)
+        assert "pg_prewarm" in _one(url, "SHOW shared_preload_libraries")[0][0]
+        with psycopg2.connect(url) as conn, conn.cursor() as cur:
+            cur.execute("CREATE EXTENSION pg_buffercache")
+            cur.execute("CREATE TABLE warm AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 20000) g")
+        _one(url, "SELECT count(*) FROM warm")
+        before = _one(url, in_buffers)[0][0]
+        assert before > 100
+        kbf("services", "stop", env=env)
+        kbf("services", "start", env=env)
+        deadline, after = time.monotonic() + 30, 0
+        while time.monotonic() < deadline and after < before:  # the worker loads them in the background
+            after = _one(url, in_buffers)[0][0]
+            time.sleep(0.2)
+        assert after == before
+    finally:
+        kbf("services", "stop", env=env, check=False)
+
+
 @pytest.mark.parametrize("damage", ["", "{\"pid\": 12", "\x00\x00garbage", "[1, 2]"])
 def test_damaged_state_file_never_breaks_the_next_start(tmp_path, damage):
     """A writer killed mid-rewrite (two signals in a row) must not break later `kbf` runs."""

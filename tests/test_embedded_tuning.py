@@ -19,6 +19,23 @@ def test_the_running_embedded_server_has_the_products_settings(kb_services):
         shared = conn.execute(text("SELECT setting::bigint * 8 / 1024 FROM pg_settings "
                                    "WHERE name = 'shared_buffers'")).scalar()
     assert shared == int(want["shared_buffers"].removesuffix("MB")) and 128 <= shared <= 4096
+    with get_engine().connect() as conn:
+        assert conn.execute(text("SHOW io_method")).scalar() == "sync"  # PostgreSQL 18's default is worker
+
+
+def test_the_settings_of_postgresql_18_are_not_given_to_older_binaries(monkeypatch):
+    from pathlib import Path
+
+    from kbframework.embedded import postgres
+
+    monkeypatch.delenv("KB_PG_IO_METHOD", raising=False)
+    monkeypatch.setattr(postgres, "binary_major", lambda bindir=None: "16")
+    assert postgres.server_settings(Path("/nowhere/bin")) == {}
+    monkeypatch.setattr(postgres, "binary_major", lambda bindir=None: "18")
+    assert postgres.server_settings(Path("/nowhere/bin")) == {"io_method": "sync"}  # no pg_prewarm there
+    assert postgres.server_settings(postgres.bin_dir()) == {"io_method": "sync", "shared_preload_libraries": "pg_prewarm"}
+    monkeypatch.setenv("KB_PG_IO_METHOD", "worker")
+    assert postgres.server_settings(Path("/nowhere/bin"))["io_method"] == "worker"
 
 
 def test_tuning_follows_the_memory_and_the_overrides(monkeypatch):

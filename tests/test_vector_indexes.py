@@ -383,3 +383,72 @@ def test_a_load_in_many_jobs_counts_the_organization_only_once_it_may_near_the_s
     kb_drain()
     with get_engine().connect() as conn:
         assert vector_index.index_name(registry.embedder().model, kb_org["id"]) in set(vector_index.existing(conn))
+
+
+def _superuser():
+    """A plain connection as the embedded server's superuser (the product's own connections are
+    the tenant role): pg_buffercache, which shows what is in the shared buffers, is for it."""
+    import psycopg2
+
+    from kbframework.config import get_config
+    from kbframework.embedded import pg_url
+
+    conn = psycopg2.connect(pg_url(get_config()).replace("postgresql+psycopg2://", "postgresql://"))
+    conn.autocommit = True
+    conn.cursor().execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+    return conn
+
+
+def _in_buffers(su, name: str) -> tuple[int, int]:
+    """(blocks of ``name`` in the shared buffers, blocks it has)."""
+    cur = su.cursor()
+    cur.execute("SELECT (SELECT count(*) FROM pg_buffercache b "
+                "WHERE b.relfilenode = pg_relation_filenode(%s::regclass) "
+                "AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())), "
+                "pg_relation_size(%s::regclass) / current_setting('block_size')::int", (name, name))
+    return tuple(cur.fetchone())
+
+
+def test_a_new_index_is_loaded_into_the_shared_buffers_before_the_first_question(kb_org, kb_drain, kb_services):
+    """After a restart or a build an index's pages are not in the shared buffers: the first
+    questions read them one by one. The product reads a built or rebuilt index in one pass."""
+    from kbframework.hooks import registry
+    from kbframework.retrieval import vector_index
+
+    env = _env(kb_services)
+    name = vector_index.index_name(registry.embedder().model, kb_org["id"])
+    _seed(kb_org["id"])
+    out = kbf("db", "indexes", "--build", env=env).stdout
+    assert f"{name}: built in" in out and "blocks loaded into shared buffers" in out
+    su = _superuser()
+    try:
+        loaded, blocks = _in_buffers(su, name)
+        assert blocks > 0 and loaded == blocks
+        su.cursor().execute("SELECT pg_buffercache_evict_relation(%s::regclass)", (name,))  # as after a restart
+        assert _in_buffers(su, name)[0] == 0
+        with vector_index._autocommit_conn() as conn:  # the tenant role, as the worker and the CLI
+            assert vector_index.prewarm(conn, name) == blocks
+        assert _in_buffers(su, name) == (blocks, blocks)
+        out = kbf("db", "indexes", "--rebuild", name, env=env).stdout
+        assert f"rebuilt {name}" in out and "blocks loaded into shared buffers" in out
+        assert _in_buffers(su, name)[0] == _in_buffers(su, name)[1] > 0
+    finally:
+        su.close()
+
+
+def test_an_index_too_large_for_the_shared_buffers_is_left_to_the_questions(kb_org, kb_drain, monkeypatch):
+    from sqlalchemy import text
+
+    from kbframework.hooks import registry
+    from kbframework.retrieval import vector_index
+
+    name = vector_index.index_name(registry.embedder().model, kb_org["id"])
+    _seed(kb_org["id"])
+    kb_drain()
+    monkeypatch.setattr(vector_index, "PREWARM_SHARE", 10 ** 9)  # no index fits in a billionth of them
+    with vector_index._autocommit_conn() as conn:
+        assert vector_index.prewarm(conn, name) is None
+        # the tenant role may load an index of the chunks, and nothing else
+        with pytest.raises(Exception, match="is not an index of chunks"):
+            conn.execute(text("SELECT kbf_prewarm_index('ix_documents_vocabulary'::regclass)"))
+

@@ -276,12 +276,17 @@ def db_downgrade(revision):
     click.echo(f"database at revision {current() or 'base'}")
 
 
+def _prewarmed(res: dict) -> str:
+    blocks = res.get("prewarmed_blocks")
+    return f", {blocks} blocks loaded into shared buffers" if blocks else ""
+
+
 def _index_step_done(res: dict) -> str:
     """What one result of the post-load step (``vector_index.ensure_all``) did."""
     if res.get("vacuumed"):
         return f"vacuumed and analyzed in {res['seconds']} s"
     if res["built"]:
-        return f"built in {res['seconds']} s"
+        return f"built in {res['seconds']} s{_prewarmed(res)}"
     return f"dropped ({res['dropped']})" if res.get("dropped") else "already valid"
 
 
@@ -299,7 +304,7 @@ def db_indexes(build_missing, rebuild, as_json):
 
     if rebuild:
         res = vector_index.rebuild(rebuild)
-        click.echo(f"rebuilt {res['name']} in {res['seconds']} s")
+        click.echo(f"rebuilt {res['name']} in {res['seconds']} s{_prewarmed(res)}")
     if build_missing:
         for res in vector_index.ensure_all():
             click.echo(f"{res['name']}: {_index_step_done(res)}")

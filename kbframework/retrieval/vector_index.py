@@ -304,7 +304,7 @@ def _build_one(conn, name: str, create, rows, dim: int | None, what: str, analyz
         _remember(name)
         secs = round(time.perf_counter() - t0, 2)
         log.info("built %s for %s (%s chunks) in %.1fs", name, what, rows, secs)
-        return {"name": name, "built": True, "seconds": secs}
+        return {"name": name, "built": True, "seconds": secs, "prewarmed_blocks": prewarm(conn, name)}
     finally:
         if own:
             conn.close()
@@ -355,6 +355,33 @@ def vacuum_analyze(conn) -> None:
     conn.execute(text("VACUUM (ANALYZE) chunks, documents"))
 
 
+PREWARM_SHARE = 4  # an index is loaded when it takes at most a quarter of the shared buffers
+
+
+def prewarm(conn, name: str) -> int | None:
+    """Read a just-built index into shared buffers in one sequential pass (``kbf_prewarm_index``,
+    migration 0012): otherwise the first questions to its organization read its pages one at a
+    time as the graph walk reaches them (93 ms instead of 25 for a 45,000-chunk organization's
+    first vector search at 1M chunks). An index larger than a quarter of the shared buffers is
+    left to the questions: loading it would push out the pages every other organization's
+    answers use. Returns the blocks read, or None when nothing was loaded (too large, or the
+    server has no pg_prewarm; a failure here never fails the build). ``conn``: the builds'
+    autocommit connection (``_autocommit_conn``)."""
+    try:
+        size, shared = conn.execute(text(
+            "SELECT pg_relation_size(CAST(:n AS regclass)), "
+            "(SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings "
+            "WHERE name = 'shared_buffers')"), {"n": name}).first()
+        if size > shared // PREWARM_SHARE:
+            log.info("not prewarming %s: %d MB is more than a quarter of the shared buffers", name, size >> 20)
+            return None
+        blocks = conn.execute(text("SELECT kbf_prewarm_index(CAST(:n AS regclass))"), {"n": name}).scalar()
+        return int(blocks) if blocks is not None else None
+    except SQLAlchemyError as exc:  # a schema from before migration 0012, a revoked grant
+        log.warning("could not prewarm %s: %s", name, exc)
+        return None
+
+
 def drop(conn, name: str) -> None:
     conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
     forget()
@@ -377,7 +404,7 @@ def rebuild(name: str) -> dict:
         if "hnsw" in have[name]["definition"]:
             conn.execute(text(f"ALTER INDEX {name} SET (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"))
         conn.execute(text(f"REINDEX INDEX CONCURRENTLY {name}"))
-        return {"name": name, "seconds": round(time.perf_counter() - t0, 2)}
+        return {"name": name, "seconds": round(time.perf_counter() - t0, 2), "prewarmed_blocks": prewarm(conn, name)}
 
 
 def ensure_all(conn=None) -> list[dict]:
