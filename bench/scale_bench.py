@@ -446,10 +446,12 @@ def measure_classes(orgs: list[dict], questions: list[str], model: str, dim: int
             legs = caught.take()
             lat.append(r["ms"])
             # the process's first question to this organization, apart: what a fresh process pays once
-            (first if i < len(members) else later).append(r["ms"])
             if i < len(members):
+                first.append(r["ms"])
                 for name, ms in r["steps"].items():
                     first_steps.setdefault(name, []).append(ms or 0.0)
+            else:
+                later.append(r["ms"])
             whole.append(r["whole_ms"])
             for name, ms in r["steps"].items():
                 steps.setdefault(name, []).append(ms or 0.0)
