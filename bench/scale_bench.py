@@ -429,13 +429,14 @@ def _driver_sql(sql: str, params: dict) -> tuple[str, dict]:
 
 # --------------------------------------------------------------------------- run
 
-def measure_classes(orgs: list[dict], questions: list[str], model: str, dim: int) -> dict:
+def measure_classes(orgs: list[dict], questions: list[str], model: str, dim: int,
+                    only: tuple[str, ...] = ("large", "medium", "small")) -> dict:
     """Per organization class: the product's retrieval latency, the floor beside it, recall."""
     caught = LegStatements()
     floor_conns = Floor()
     raw = _raw_conn()
     classes = {}
-    for cls in ("large", "medium", "small"):
+    for cls in only:
         members = [o for o in orgs if o["class"] == cls]
         lat, whole, floor, recall, trap, plans, steps = [], [], [], [], [], set(), {}
         first, later, first_steps = [], [], {}

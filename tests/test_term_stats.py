@@ -1,5 +1,6 @@
-"""Stored word counts for the keyword ranking of organizations above the exact-scan size:
-refreshed after loads, read before counting, counted when missing, tenant-scoped."""
+"""Stored word counts for the keyword ranking and the question expansion: refreshed after loads,
+read before counting, counted when missing, complete (a missing word is used by no chunk) while
+nothing was written since the count, tenant-scoped."""
 import pytest
 
 LIMIT = 50
@@ -60,12 +61,12 @@ def test_a_large_organization_keeps_stored_counts_that_the_keyword_ranking_reads
         small = str(create_org(s, "Small Org", "Europe/Belgrade", "small-org").id)
     _seed(kb_org["id"], 60)
     _seed(small, 10)
-    done = refresh_stale_term_stats()
-    assert [d["organization_id"] for d in done] == [kb_org["id"]]  # the small one counts on first sight
-    assert done[0]["chunks"] == 60 and done[0]["words"] > 10
+    done = {d["organization_id"]: d for d in refresh_stale_term_stats()}
+    assert sorted(done) == sorted([kb_org["id"], small])  # both written since (never) counted
+    assert done[kb_org["id"]]["chunks"] == 60 and done[kb_org["id"]]["words"] > 10
     stored = _stored(kb_org["id"])
     assert stored["techno"] == 12 and stored["refund"] == 12 and stored["note"] == 60
-    assert _stored(small) == {}
+    assert _stored(small)["techno"] == 2 and _stored(small)["note"] == 10
     assert refresh_stale_term_stats() == []  # nothing changed since
     forget_counts()
     with tenancy.organization(kb_org["id"]), session_scope() as s:
@@ -79,8 +80,9 @@ def test_a_large_organization_keeps_stored_counts_that_the_keyword_ranking_reads
         assert document_frequency(s, kb_org["id"], ["techno"])[0] == {"techno": 777}
         assert words_used(s, kb_org["id"], ["techno", "perfume", "cotton"]) == {"techno", "cotton"}
     with tenancy.organization(small), session_scope() as s:  # another tenant sees none of them
-        assert s.execute(text("SELECT count(*) FROM term_stats")).scalar() == 0
-        assert document_frequency(s, small, ["techno"])[0] == {"techno": 2}  # its own, counted
+        seen = s.execute(text("SELECT DISTINCT organization_id::text FROM term_stats")).scalars().all()
+        assert seen == [small]  # its own list only
+        assert document_frequency(s, small, ["techno"])[0] == {"techno": 2}  # its own
 
 
 def test_counts_follow_the_organization_as_it_grows_and_shrinks(kb_org):
@@ -101,8 +103,10 @@ def test_counts_follow_the_organization_as_it_grows_and_shrinks(kb_org):
         s.execute(text("DELETE FROM chunks WHERE id IN (SELECT id FROM chunks WHERE organization_id = :o "
                        "ORDER BY id LIMIT 30)"), {"o": kb_org["id"]})
         left = s.execute(text("SELECT count(*) FROM chunks WHERE organization_id = :o"), {"o": kb_org["id"]}).scalar()
-    assert left <= LIMIT
-    assert refresh_stale_term_stats() == [] and _stored(kb_org["id"]) == {}  # below the size: dropped
+    assert left == 45 <= LIMIT
+    # a tenth fewer: counted again, and kept below the size too
+    assert [d["chunks"] for d in refresh_stale_term_stats()] == [45] and _stored(kb_org["id"])["note"] == 45
+    assert refresh_stale_term_stats() == []
 
 
 def test_kbf_db_indexes_build_refreshes_the_stored_counts(kb_org, kb_services):
@@ -122,3 +126,104 @@ def test_kbf_db_indexes_build_refreshes_the_stored_counts(kb_org, kb_services):
     assert _stored(kb_org["id"])["note"] == 60
     r = subprocess.run([kbf, "db", "indexes", "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert json.loads(r.stdout)  # the organization's vector index is listed beside
+
+
+def _state(org_id):
+    from sqlalchemy import text
+
+    from kbframework import tenancy
+    from kbframework.db import session_scope
+
+    with tenancy.organization(org_id), session_scope() as s:
+        return s.execute(text("SELECT changes, counted_changes FROM term_stats_state WHERE organization_id = :o"),
+                         {"o": org_id}).first()
+
+
+def _forget(org_id, lexeme):
+    """Take a word out of the stored list, so that a reader that trusts the list says 0 where a
+    count on the index would find it."""
+    from sqlalchemy import text
+
+    from kbframework import tenancy
+    from kbframework.db import session_scope
+
+    with tenancy.organization(org_id), session_scope() as s:
+        s.execute(text("DELETE FROM term_stats WHERE organization_id = :o AND lexeme = :l"), {"o": org_id, "l": lexeme})
+
+
+def _frequencies(org_id, words):
+    from kbframework import tenancy
+    from kbframework.db import session_scope
+    from kbframework.retrieval.corpus_stats import document_frequency, forget_counts, words_used
+
+    forget_counts()
+    with tenancy.organization(org_id), session_scope() as s:
+        return document_frequency(s, org_id, words)[0], words_used(s, org_id, words)
+
+
+def test_a_complete_list_answers_for_the_words_it_lacks_until_chunks_are_written(kb_org):
+    from kbframework import tenancy
+    from kbframework.db import session_scope
+    from kbframework.retrieval.term_stats import mark_changed, refresh_if_incomplete
+
+    _seed(kb_org["id"], 10)
+    assert _state(kb_org["id"]) == (1, None)  # written, not counted yet: nothing is trusted
+    _forget(kb_org["id"], "techno")
+    assert _frequencies(kb_org["id"], ["techno"])[0] == {"techno": 2}
+    refresh_if_incomplete(kb_org["id"])  # what the job queued behind the load does (up to the size)
+    changes, counted = _state(kb_org["id"])
+    assert changes == counted == 1
+    _forget(kb_org["id"], "techno")
+    dfs, used = _frequencies(kb_org["id"], ["techno", "cotton", "perfume"])
+    assert dfs == {"techno": 0, "cotton": 2, "perfume": 0} and used == {"cotton"}  # the list, not a lookup
+    with tenancy.organization(kb_org["id"]), session_scope() as s:  # chunks written since the count
+        mark_changed(s, [kb_org["id"]])
+    dfs, used = _frequencies(kb_org["id"], ["techno", "cotton", "perfume"])
+    assert dfs == {"techno": 2, "cotton": 2, "perfume": 0} and used == {"techno", "cotton"}  # looked up
+    assert refresh_if_incomplete(kb_org["id"])["complete_at"] == 2
+    assert _stored(kb_org["id"])["techno"] == 2 and _state(kb_org["id"]) == (2, 2)
+    assert refresh_if_incomplete(kb_org["id"]) is None  # complete: nothing to count
+
+
+def test_an_organization_above_the_size_is_not_counted_after_each_load(kb_org):
+    from kbframework.retrieval.term_stats import refresh_if_incomplete, refresh_stale_term_stats
+
+    _seed(kb_org["id"], 60)
+    assert _stored(kb_org["id"]) == {} and _state(kb_org["id"]) == (1, None)  # written, never counted
+    assert refresh_if_incomplete(kb_org["id"]) is None  # the job behind the load leaves it
+    refresh_stale_term_stats()
+    assert _state(kb_org["id"]) == (1, 1)
+    _seed(kb_org["id"], 2, start=60)  # under a tenth: left as it is, and read as incomplete
+    assert refresh_stale_term_stats() == [] and _state(kb_org["id"]) == (2, 1)
+    _forget(kb_org["id"], "techno")
+    assert _frequencies(kb_org["id"], ["techno"])[0] == {"techno": 12}  # looked up, not trusted
+
+
+def test_a_load_through_the_worker_counts_the_words_behind_its_ingest_jobs(kb_org, kb_drain):
+    from rq.registry import FinishedJobRegistry
+
+    from kbframework import tenancy
+    from kbframework.db import session_scope
+    from kbframework.ingest.queue import queue_ingest
+    from kbframework.jobs.queues import queue
+    from kbframework.orgs.accounts import ensure_source
+    from kbframework.sources.apply import apply_draft
+    from kbframework.types import DocumentDraft
+
+    with tenancy.organization(kb_org["id"]):
+        with session_scope() as s:
+            src = ensure_source(s, kb_org["id"], "manual", "Manual knowledge")
+            ids = [str(apply_draft(s, src, DocumentDraft(
+                title=f"Night {i}", normalized_content=f"Techno night number {i} at the bunker.", type="manual",
+                document_role="manual", external_id=f"w{i}"), doc=None)[0].id) for i in range(3)]
+        jobs = [queue_ingest(ids[:2]), queue_ingest(ids[2:])]
+    kb_drain()
+    q = queue("ingest")
+    done = {jid: q.fetch_job(jid) for jid in FinishedJobRegistry(queue=q).get_job_ids()}
+    counts = [j for j in done.values() if j.func_name.endswith("refresh_word_counts_job")]
+    assert counts, "no word count job ran after the load"
+    # one count for both ingest jobs (the second found one waiting), after both of them
+    counted = [j for j in counts if (j.return_value() or {}).get("counted")]
+    assert len(counted) == 1
+    assert counted[0].started_at >= max(done[j.id].ended_at for j in jobs)
+    assert _state(kb_org["id"]) == (2, 2) and _stored(kb_org["id"])["techno"] == 3

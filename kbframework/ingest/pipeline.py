@@ -240,6 +240,7 @@ def ingest_documents(document_ids, *, force: bool = False) -> list[IngestResult]
     # after the writes: whether an organization outgrew an exact scan is counted on its chunks
     # as committed (an index is asked for even if some writes failed: the build finds what there is)
     _index_new_models(embedded)
+    _count_new_words(embedded)
     _store_traces({k: r for k, r in results.items() if r.action != "indexed"})
     return [results.get(str(d)) or IngestResult(str(d), "skipped") for d in document_ids]
 
@@ -444,6 +445,24 @@ def _index_new_models(written: list[_Work]) -> None:
             after_load(s, loaded, counts)
     except Exception as exc:  # searching works without the index (exact scans); say so
         log.warning("could not arrange the vector index build: %s", exc)
+
+
+def _count_new_words(written: list[_Work]) -> None:
+    """The organizations written to no longer have a complete stored word list
+    (``retrieval.term_stats``); a small one's is counted again behind the load."""
+    from kbframework.ingest.behind_the_load import after_new_chunks
+    from kbframework.retrieval.term_stats import mark_changed
+
+    orgs = sorted({str(w.org_id) for w in written if w.vectors is not None and len(w.vectors)})
+    if not orgs:
+        return
+    try:
+        with session_scope() as s:
+            mark_changed(s, orgs)
+    except Exception as exc:  # the list then says it is complete while it is not: say so loudly
+        log.error("could not record the new chunks of %s for the stored word counts: %s", orgs, exc)
+        return
+    after_new_chunks(orgs)
 
 
 def _store_traces(results: dict[str, IngestResult]) -> None:

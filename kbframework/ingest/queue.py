@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from kbframework.ingest.behind_the_load import MAX_DEFERRALS
+from kbframework.ingest.behind_the_load import REFRESH_ID as _REFRESH_ID
+from kbframework.ingest.behind_the_load import ingest_jobs_waiting as _ingest_jobs_waiting
+
 log = logging.getLogger("kbframework.ingest")
 
 ANALYZE_EVERY_CHUNKS = 3000
-MAX_DEFERRALS = 20  # a refresh waits behind at most this many rounds of newly queued ingest jobs
 _SINCE = "kbf:chunks_since_analyze"
 _QUEUED = "kbf:analyze_queued"
-_REFRESH_ID = "kbf-refresh-statistics-"
 
 _listeners: list[Callable[[], None]] = []
 
@@ -149,11 +151,6 @@ def _queue_refresh(deferrals: int) -> None:
             job_id=f"{_REFRESH_ID}{uuid.uuid4().hex}")
 
 
-def _ingest_jobs_waiting(q) -> int:
-    """Jobs other than a statistics refresh among the first hundred waiting on the queue."""
-    return sum(1 for jid in q.get_job_ids(0, 100) if not jid.startswith(_REFRESH_ID))
-
-
 def refresh_statistics_queued(deferrals: int = 0) -> dict:
     """The queued refresh: while more ingest jobs wait behind it (the load goes on), it goes to
     the back of the queue again, a bounded number of times; then one ANALYZE."""
@@ -197,7 +194,8 @@ def analyze_now() -> bool:
     try:
         from kbframework.retrieval.term_stats import refresh_stale_term_stats
 
-        refresh_stale_term_stats()  # the keyword ranking's stored word counts of large organizations
+        refresh_stale_term_stats()  # the stored word counts of the organizations that changed
     except (SQLAlchemyError, KBError) as exc:  # counted on first sight meanwhile, as without them
         log.warning("could not refresh the stored word counts: %s", exc)
     return True
+

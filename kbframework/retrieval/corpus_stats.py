@@ -70,14 +70,18 @@ def forget_counts(org_id=None) -> None:
 on_ingested(forget_counts)  # new chunks make the cached counts stale
 
 
-# a word's stored count when the organization has them (``term_stats``, the large ones), else
-# counted on the full-text index up to the word's own cap; the count runs only for the words the
-# table does not hold, in one call of the function per cap for all of them (called once per word,
-# each call planned its query anew: 0.1-0.3 ms a word, 10-40 ms for the hundred candidate words
-# of a question's expansion). The third column says whether the count is the stored one.
+# a word's stored count (``term_stats``), else counted on the full-text index up to the word's own
+# cap; when the organization's stored list is complete (no chunk written since it was counted:
+# ``term_stats_state``), a word it lacks is used by no chunk, and is not looked up. The count
+# runs only for the words the table does not answer, in one call of the function per cap for all
+# of them (called once per word, each call planned its query anew: 0.1-0.3 ms a word, 10-40 ms for
+# the hundred candidate words of a question's expansion). The third column says whether the
+# count is the stored one.
 STORED_OR_COUNTED = (
-    "WITH l AS MATERIALIZED (SELECT l.lexeme, l.cap, ts.df FROM unnest(CAST(:lx AS text[]), "
-    "CAST(:caps AS integer[])) AS l(lexeme, cap) "
+    "WITH st AS MATERIALIZED (SELECT coalesce((SELECT counted_changes = changes FROM term_stats_state "
+    "WHERE organization_id = CAST(:org AS uuid)), false) AS complete), "
+    "l AS MATERIALIZED (SELECT l.lexeme, l.cap, CASE WHEN st.complete THEN coalesce(ts.df, 0) ELSE ts.df END AS df "
+    "FROM unnest(CAST(:lx AS text[]), CAST(:caps AS integer[])) AS l(lexeme, cap) CROSS JOIN st "
     "LEFT JOIN term_stats ts ON ts.organization_id = CAST(:org AS uuid) AND ts.lexeme = l.lexeme) "
     "SELECT lexeme, df, true FROM l WHERE df IS NOT NULL UNION ALL "
     "SELECT f.lexeme, f.df, false FROM kbf_fulltext_df(CAST(:org AS uuid), "
@@ -118,8 +122,8 @@ def _look_up(session, key: str, counted: list[str], used: list[str], now: float)
 
 
 def document_frequency(session, org_id, lexemes: list[str]) -> tuple[dict, int]:
-    """({lexeme: chunks containing it}, embedded chunks of the organization): stored for a
-    large organization (``term_stats``), else counted up to DF_CAP."""
+    """({lexeme: chunks containing it}, embedded chunks of the organization): stored
+    (``term_stats``), else counted up to DF_CAP."""
     key = str(org_id)
     now = time.monotonic()
     out, missing = {}, []
