@@ -17,7 +17,7 @@ def small_exact_scan(monkeypatch, kb_services):
     reset_config()
 
 
-def _seed(org_id, n, start=0):
+def _seed(org_id, n, start=0, words=None):
     from kbframework.db import session_scope
     from kbframework.ingest.pipeline import ingest_documents
     from kbframework.orgs.accounts import ensure_source
@@ -30,7 +30,7 @@ def _seed(org_id, n, start=0):
         src = ensure_source(s, org_id, "manual", "Manual knowledge")
         ids = []
         for i in range(start, start + n):
-            body = f"# Note {i}\n\nAll about {topics[i % len(topics)]}, variant {i}."
+            body = f"# Note {i}\n\nAll about {words or topics[i % len(topics)]}, variant {i}."
             d, _ = apply_draft(s, src, DocumentDraft(title=f"Note {i}", normalized_content=body, type="manual",
                                                      document_role="manual", external_id=f"n{i}"), doc=None)
             ids.append(str(d.id))
@@ -227,3 +227,33 @@ def test_a_load_through_the_worker_counts_the_words_behind_its_ingest_jobs(kb_or
     assert len(counted) == 1
     assert counted[0].started_at >= max(done[j.id].ended_at for j in jobs)
     assert _state(kb_org["id"]) == (2, 2) and _stored(kb_org["id"])["techno"] == 3
+
+
+def test_a_load_that_commits_while_the_words_are_counted_leaves_the_list_incomplete(kb_org):
+    """The count reads how many loads it has seen before ``ts_stat`` takes its snapshot: a load
+    whose chunks come after that snapshot must not be taken as counted, or its new words would be
+    answered "used by no chunk" until the next count."""
+    from sqlalchemy import event
+
+    from kbframework.db import get_engine
+    from kbframework.retrieval.term_stats import refresh_if_incomplete
+
+    _seed(kb_org["id"], 10)
+    loaded = []
+
+    def load_during_the_count(conn, cursor, statement, parameters, context, executemany):
+        if "FROM ts_stat(" in statement and not loaded:
+            loaded.append(_seed(kb_org["id"], 1, start=1000, words="zeppelin moonlight"))
+
+    event.listen(get_engine(), "after_cursor_execute", load_during_the_count)
+    try:
+        refresh_if_incomplete(kb_org["id"])
+    finally:
+        event.remove(get_engine(), "after_cursor_execute", load_during_the_count)
+    assert loaded and [r.action for r in loaded[0]] == ["indexed"]
+    assert "zeppelin" not in _stored(kb_org["id"])  # written after the count's snapshot
+    changes, counted = _state(kb_org["id"])
+    assert counted == changes - 1  # the load is not taken as counted
+    assert _frequencies(kb_org["id"], ["zeppelin"]) == ({"zeppelin": 1}, {"zeppelin"})  # so it is looked up
+    refresh_if_incomplete(kb_org["id"])
+    assert _stored(kb_org["id"])["zeppelin"] == 1 and _state(kb_org["id"]) == (changes, changes)
