@@ -124,6 +124,13 @@ def test_kbf_db_indexes_build_refreshes_the_stored_counts(kb_org, kb_services):
     assert r.returncode == 0, r.stderr
     assert f"word counts of {kb_org['id']}: built in" in r.stdout
     assert _stored(kb_org["id"])["note"] == 60
+    words = len(_stored(kb_org["id"]))
+    assert f"word lists: 1 organizations with chunks, {words} words stored; 1 complete\n" in r.stdout
+    _seed(kb_org["id"], 2, start=60)  # written since its count, above the size
+    r = subprocess.run([kbf, "db", "indexes"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (f"word lists: 1 organizations with chunks, {words} words stored; 0 complete, 1 above {LIMIT} "
+            "chunks written since their count") in r.stdout
     r = subprocess.run([kbf, "db", "indexes", "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert json.loads(r.stdout)  # the organization's vector index is listed beside
 

@@ -315,6 +315,7 @@ def db_indexes(build_missing, rebuild, as_json):
     if not rows:
         click.echo(f"no organization has more than {vector_index.threshold()} chunks of one model: "
                    "every search is an exact scan, no vector index is needed")
+        _word_lists()
         return
     for r in rows:
         size = f"{r['bytes'] / 1048576:.1f} MB"
@@ -328,6 +329,27 @@ def db_indexes(build_missing, rebuild, as_json):
     if any(r["state"] in ("missing", "invalid", "superseded", "unused") for r in rows) and not build_missing:
         click.echo("run `kbf db indexes --build` to build the missing ones and drop the ones no longer used",
                    err=True)
+    _word_lists()
+
+
+def _word_lists() -> None:
+    """One line on the stored word counts the keyword ranking and the expansion read."""
+    from kbframework import tenancy
+    from kbframework.db import session_scope
+    from kbframework.retrieval.term_stats import summary
+
+    with tenancy.system("show the state of every organization's stored word counts"), session_scope() as s:
+        w = summary(s)
+    parts = [f"{w['complete']} complete"]
+    if w["written_since_small"]:
+        parts.append(f"{w['written_since_small']} written since their count (counted again behind the load)")
+    if w["written_since_large"]:
+        parts.append(f"{w['written_since_large']} above {w['complete_list_max_chunks']} chunks written since "
+                     "their count (their counts serve; counted again after a tenth's change)")
+    if w["never_counted"]:
+        parts.append(f"{w['never_counted']} never counted (`kbf db indexes --build` counts them)")
+    click.echo(f"word lists: {w['organizations']} organizations with chunks, {w['words']} words stored; "
+               + ", ".join(parts))
 
 
 # --------------------------------------------------------------------------- orgs and users
