@@ -264,3 +264,38 @@ def test_a_load_that_commits_while_the_words_are_counted_leaves_the_list_incompl
     assert _frequencies(kb_org["id"], ["zeppelin"]) == ({"zeppelin": 1}, {"zeppelin"})  # so it is looked up
     refresh_if_incomplete(kb_org["id"])
     assert _stored(kb_org["id"])["zeppelin"] == 1 and _state(kb_org["id"]) == (changes, changes)
+
+
+def test_a_load_whose_writes_cannot_be_recorded_has_its_words_counted_anyway(kb_org, kb_drain, monkeypatch):
+    """When the record of a load's writes fails after its chunks committed, the list would go on
+    saying it is complete: the job behind the load counts it whatever it says."""
+    from sqlalchemy.exc import OperationalError
+
+    from kbframework import tenancy
+    from kbframework.ingest.queue import queue_ingest
+    from kbframework.retrieval import term_stats
+
+    _seed(kb_org["id"], 5)
+    term_stats.refresh_if_incomplete(kb_org["id"])
+    before = _state(kb_org["id"])
+    assert before[0] == before[1]  # complete
+
+    def fails(session, org_ids):
+        raise OperationalError("UPDATE term_stats_state", {}, Exception("the server went away"))
+
+    monkeypatch.setattr(term_stats, "mark_changed", fails)
+    with tenancy.organization(kb_org["id"]):
+        from kbframework.db import session_scope
+        from kbframework.orgs.accounts import ensure_source
+        from kbframework.sources.apply import apply_draft
+        from kbframework.types import DocumentDraft
+
+        with session_scope() as s:
+            src = ensure_source(s, kb_org["id"], "manual", "Manual knowledge")
+            doc = apply_draft(s, src, DocumentDraft(title="Airship", normalized_content="A zeppelin over the river.",
+                                                    type="manual", document_role="manual", external_id="z"),
+                              doc=None)[0]
+        queue_ingest([str(doc.id)])
+    kb_drain()
+    assert _state(kb_org["id"]) == before  # the write was not recorded: the list says complete…
+    assert _stored(kb_org["id"])["zeppelin"] == 1  # …and was counted again, so it is

@@ -459,8 +459,10 @@ def _count_new_words(written: list[_Work]) -> None:
     try:
         with session_scope() as s:
             mark_changed(s, orgs)
-    except Exception as exc:  # the list then says it is complete while it is not: say so loudly
-        log.error("could not record the new chunks of %s for the stored word counts: %s", orgs, exc)
+    except Exception as exc:  # a list would go on saying it is complete: counted again whatever it says
+        log.warning("could not record the new chunks of %s for the stored word counts (%s); counting "
+                    "their words again behind the load", orgs, exc)
+        after_new_chunks(orgs, force=True)
         return
     after_new_chunks(orgs)
 

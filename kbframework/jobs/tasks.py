@@ -29,13 +29,13 @@ def refresh_statistics_job(deferrals: int = 0) -> dict:
     return refresh_statistics_queued(deferrals)
 
 
-def refresh_word_counts_job(org: str, deferrals: int = 0) -> dict:
+def refresh_word_counts_job(org: str, deferrals: int = 0, force: bool = False) -> dict:
     """Count a small organization's words again after a load that wrote its chunks, queued
     behind its ingest jobs (kbframework.ingest.queue, retrieval.term_stats)."""
     boot()
     from kbframework.ingest.behind_the_load import refresh_word_counts_queued
 
-    return refresh_word_counts_queued(org, deferrals)
+    return refresh_word_counts_queued(org, deferrals, force)
 
 
 def build_vector_index_job(model: str, dim: int, org: str | None = None) -> dict:

@@ -107,10 +107,11 @@ def stale_term_stats(session, sizes: dict[str, int] | None = None) -> list[str]:
     return sorted(o for o, n in sizes.items() if n > 0 and stale(o, n))
 
 
-def refresh_if_incomplete(org_id) -> dict | None:
+def refresh_if_incomplete(org_id, force: bool = False) -> dict | None:
     """After a load that wrote this organization's chunks (the job queued behind it): count its
     words again if it is up to ``complete_list_max_chunks`` and its list is not complete. None
-    when there was nothing to do."""
+    when there was nothing to do. ``force``: whatever the list says and the size (the load could
+    not record its writes)."""
     import uuid
 
     from kbframework import tenancy
@@ -124,7 +125,7 @@ def refresh_if_incomplete(org_id) -> dict | None:
                                "LIMIT :cap) x"), {"org": org, "cap": limit + 1}).scalar()
             state = s.execute(text("SELECT changes, counted_changes FROM term_stats_state "
                                    "WHERE organization_id = :org"), {"org": org}).first()
-        if n == 0 or n > limit or (state is not None and state[1] == state[0]):
+        if n == 0 or (not force and (n > limit or (state is not None and state[1] == state[0]))):
             return None
         return refresh_term_stats(org)
 
