@@ -169,6 +169,43 @@ def test_web_start_with_database_down_is_one_clear_line(tmp_path):
     assert "kbframework cannot start: The database is not reachable" in r.stderr
 
 
+def test_a_web_process_loads_its_models_before_its_first_visitor(kb_services, tmp_path):
+    """Each gunicorn worker loads the answer pipeline, the offline model and the token table when
+    it starts (``web.warm``), says so in one line, and then answers."""
+    import time
+    import urllib.request
+
+    from tests.embed_support import free_port, service_env
+
+    gunicorn = str(Path(sys.executable).parent / "gunicorn")
+    port = free_port()
+    err = open(tmp_path / "web.log", "w+")
+    proc = subprocess.Popen([gunicorn, "-w", "1", "-b", f"127.0.0.1:{port}", "kbframework.wsgi:app"],
+                            env=service_env(), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, (tmp_path / "web.log").read_text()
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    line = next((ln for ln in (tmp_path / "web.log").read_text().splitlines()
+                 if "kbframework web process ready in" in ln), None)
+    assert line is not None, (tmp_path / "web.log").read_text()
+    from kbframework.hooks import registry
+
+    assert f"embedding model {registry.embedder().model}" in line and "error" not in line
+    words = int(line.split("token table words ")[1].split(",")[0])
+    frozen = int(line.split("frozen objects ")[1].split(",")[0])
+    assert words > 1000 and frozen > 10000, line  # a real table; what the start loaded, frozen
+
+
 def test_database_down_during_a_request_is_503(kb_admin, monkeypatch):
     from sqlalchemy.exc import OperationalError
 
