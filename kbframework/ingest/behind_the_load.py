@@ -6,6 +6,7 @@ the pipeline can queue its recount here."""
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 log = logging.getLogger("kbframework.ingest")
 
@@ -34,46 +35,70 @@ def after_new_chunks(org_ids, force: bool = False) -> None:
 
     for org in sorted({str(o) for o in org_ids}):
         try:
-            _queue_word_counts(org, force=force)
+            queue_once(WORDS_QUEUED + org, WORDS_JOB, lambda d, org=org: (org, d, force), "words-", force=force,
+                       for_organization=org)
         except (RedisError, KBError) as exc:
             log.info("could not queue the word counts of organization %s: %s", org, exc)
 
 
-def _queue_word_counts(org: str, deferrals: int = 0, force: bool = False) -> None:
-    """At most one waiting job per organization: the key is dropped when the job starts
-    counting, so a load that commits while it counts queues the next one."""
-    import uuid
-
-    from kbframework.jobs.queues import enqueue, get_redis
+def queue_once(key: str, func: str, args: Callable[[int], tuple], label: str = "", force: bool = False,
+               **kwargs) -> bool:
+    """Queue the job ``func(*args(0))`` behind the load unless one under ``key`` is waiting
+    already (``force``: even then); the key is dropped by ``wait_behind_load`` when the job
+    starts its work, or here if the job could not be queued. ``args(deferrals)``: the job's
+    arguments after so many deferrals. True when it was queued."""
+    from kbframework.jobs.queues import get_redis
 
     r = get_redis()
-    # expires, should the job be lost; a forced count goes on the queue even beside a waiting one
-    if deferrals == 0 and not r.set(WORDS_QUEUED + org, 1, nx=True, ex=3600) and not force:
-        return
+    if not r.set(key, 1, nx=True, ex=3600) and not force:  # expires, should the queued job be lost
+        return False
     try:
-        # a refresh's id: it waits behind the ingest jobs, not behind another refresh
-        enqueue("ingest", "kbframework.jobs.tasks.refresh_word_counts_job", org, deferrals, force,
-                job_id=f"{REFRESH_ID}words-{uuid.uuid4().hex}", for_organization=org)
+        _enqueue(func, args(0), label, **kwargs)
     except BaseException:
-        r.delete(WORDS_QUEUED + org)
+        r.delete(key)  # not queued: the next load tries again
         raise
+    return True
 
 
-def refresh_word_counts_queued(org: str, deferrals: int = 0, force: bool = False) -> dict:
-    """The queued count of one organization's words: behind the ingest jobs still waiting (a
-    bounded number of times, as the statistics refresh), then once."""
+def wait_behind_load(key: str, func: str, args: Callable[[int], tuple], deferrals: int, label: str = "",
+                     **kwargs) -> dict | None:
+    """In the queued job: while ingest jobs still wait (the load goes on), the job goes to the
+    back of the queue again, at most ``MAX_DEFERRALS`` times, and the deferral is returned; else
+    the key is dropped (a load from now on queues the next one) and None says: do the work now."""
     from redis import RedisError
 
     from kbframework.jobs.queues import get_redis, queue
-    from kbframework.retrieval.term_stats import refresh_if_incomplete
 
     try:
         waiting = ingest_jobs_waiting(queue("ingest"))
         if waiting and deferrals < MAX_DEFERRALS:
-            _queue_word_counts(org, deferrals + 1, force)
+            _enqueue(func, args(deferrals + 1), label, **kwargs)
             return {"deferred": deferrals + 1, "ingest_jobs_waiting": waiting}
-        get_redis().delete(WORDS_QUEUED + org)
+        get_redis().delete(key)
     except RedisError as exc:
-        log.warning("word counts: Redis unreachable (%s); counting now", exc)
-    done = refresh_if_incomplete(org, force=force)
-    return {"counted": done, "deferrals": deferrals}
+        log.warning("%s: Redis unreachable (%s); running it now", func.rsplit(".", 1)[-1], exc)
+    return None
+
+
+def _enqueue(func: str, args: tuple, label: str, **kwargs) -> None:
+    import uuid
+
+    from kbframework.jobs.queues import enqueue
+
+    # a refresh's id: it waits behind the ingest jobs, not behind another refresh
+    enqueue("ingest", func, *args, job_id=f"{REFRESH_ID}{label}{uuid.uuid4().hex}", **kwargs)
+
+
+WORDS_JOB = "kbframework.jobs.tasks.refresh_word_counts_job"
+
+
+def refresh_word_counts_queued(org: str, deferrals: int = 0, force: bool = False) -> dict:
+    """The queued count of one organization's words: behind the ingest jobs still waiting, then
+    once."""
+    from kbframework.retrieval.term_stats import refresh_if_incomplete
+
+    deferred = wait_behind_load(WORDS_QUEUED + org, WORDS_JOB, lambda d: (org, d, force), deferrals, "words-",
+                                for_organization=org)
+    if deferred:
+        return deferred
+    return {"counted": refresh_if_incomplete(org, force=force), "deferrals": deferrals}

@@ -11,15 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from kbframework.ingest.behind_the_load import MAX_DEFERRALS
-from kbframework.ingest.behind_the_load import REFRESH_ID as _REFRESH_ID
-from kbframework.ingest.behind_the_load import ingest_jobs_waiting as _ingest_jobs_waiting
+from kbframework.ingest.behind_the_load import queue_once, wait_behind_load
 
 log = logging.getLogger("kbframework.ingest")
 
 ANALYZE_EVERY_CHUNKS = 3000
 _SINCE = "kbf:chunks_since_analyze"
 _QUEUED = "kbf:analyze_queued"
+_STATS_JOB = "kbframework.jobs.tasks.refresh_statistics_job"
 
 _listeners: list[Callable[[], None]] = []
 
@@ -129,43 +128,15 @@ def _in_job() -> bool:
 
 def queue_refresh() -> bool:
     """Queue the refresh behind the ingest jobs waiting now, unless one is queued already."""
-    from kbframework.jobs.queues import get_redis
-
-    r = get_redis()
-    if not r.set(_QUEUED, 1, nx=True, ex=3600):  # expires, should the queued job be lost
-        return False
-    try:
-        _queue_refresh(0)
-    except BaseException:
-        r.delete(_QUEUED)  # not queued: the next job past the threshold tries again
-        raise
-    return True
-
-
-def _queue_refresh(deferrals: int) -> None:
-    import uuid
-
-    from kbframework.jobs.queues import enqueue
-
-    enqueue("ingest", "kbframework.jobs.tasks.refresh_statistics_job", deferrals,
-            job_id=f"{_REFRESH_ID}{uuid.uuid4().hex}")
+    return queue_once(_QUEUED, _STATS_JOB, lambda d: (d,))
 
 
 def refresh_statistics_queued(deferrals: int = 0) -> dict:
     """The queued refresh: while more ingest jobs wait behind it (the load goes on), it goes to
     the back of the queue again, a bounded number of times; then one ANALYZE."""
-    from redis import RedisError
-
-    from kbframework.jobs.queues import get_redis, queue
-
-    try:
-        waiting = _ingest_jobs_waiting(queue("ingest"))
-        if waiting and deferrals < MAX_DEFERRALS:
-            _queue_refresh(deferrals + 1)
-            return {"deferred": deferrals + 1, "ingest_jobs_waiting": waiting}
-        get_redis().delete(_QUEUED)
-    except RedisError as exc:
-        log.warning("statistics refresh: Redis unreachable (%s); analyzing now", exc)
+    deferred = wait_behind_load(_QUEUED, _STATS_JOB, lambda d: (d,), deferrals)
+    if deferred:
+        return deferred
     return {"analyzed": analyze_now(), "deferrals": deferrals}
 
 
