@@ -24,9 +24,12 @@ def _uuid_pk():
                          server_default=text("gen_random_uuid()"))
 
 
-def _org_fk():
+def _org_fk(index: bool = True):
+    """``index=False`` where a composite index or unique constraint already leads with the
+    column: a second B-tree on it alone serves no query and costs every insert (migration
+    0014_redundant_indexes; ``tests/test_schema_indexes.py`` keeps it so)."""
     return mapped_column(UUID(as_uuid=True), ForeignKey("organizations.id", ondelete="CASCADE"),
-                         nullable=False, index=True)
+                         nullable=False, index=index)
 
 
 def _created():
@@ -63,7 +66,7 @@ class User(Base):
 class Membership(Base):
     __tablename__ = "memberships"
     id: Mapped[uuid.UUID] = _uuid_pk()
-    organization_id: Mapped[uuid.UUID] = _org_fk()
+    organization_id: Mapped[uuid.UUID] = _org_fk(index=False)
     user_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True),
                                                ForeignKey("users.id", ondelete="CASCADE"),
                                                nullable=False, index=True)
@@ -94,7 +97,7 @@ class UserSession(Base):
 class Source(Base):
     __tablename__ = "sources"
     id: Mapped[uuid.UUID] = _uuid_pk()
-    organization_id: Mapped[uuid.UUID] = _org_fk()
+    organization_id: Mapped[uuid.UUID] = _org_fk(index=False)
     name: Mapped[str] = mapped_column(String(200), nullable=False)
     type: Mapped[str] = mapped_column(String(50), nullable=False)
     status: Mapped[str] = mapped_column(String(20), nullable=False, server_default="active")
@@ -131,10 +134,10 @@ class SyncRun(Base):
 class Document(Base):
     __tablename__ = "documents"
     id: Mapped[uuid.UUID] = _uuid_pk()
-    organization_id: Mapped[uuid.UUID] = _org_fk()
+    organization_id: Mapped[uuid.UUID] = _org_fk(index=False)
     source_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True),
                                                  ForeignKey("sources.id", ondelete="CASCADE"),
-                                                 nullable=False, index=True)
+                                                 nullable=False, index=False)  # uq_documents_source_external leads with it
     title: Mapped[str] = mapped_column(Text, nullable=False)
     type: Mapped[str] = mapped_column(String(60), nullable=False)
     document_role: Mapped[str] = mapped_column(String(20), nullable=False, server_default="article")
@@ -167,13 +170,17 @@ class Document(Base):
         Index("ix_documents_org_event", "organization_id", "event_start", "event_end"),
         Index("ix_documents_tags", "tags", postgresql_using="gin"),
         Index("ix_documents_org_title", "organization_id", func.lower(text("title"))),
+        # the documents that give the filter vocabulary anything (migration 0011_documents_vocabulary)
+        Index("ix_documents_vocabulary", "organization_id",
+              postgresql_where=text("document_role IN ('product', 'event') OR (city IS NOT NULL AND city <> '') "
+                                    "OR (venue IS NOT NULL AND venue <> '')")),
     )
 
 
 class Chunk(Base):
     __tablename__ = "chunks"
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    organization_id: Mapped[uuid.UUID] = _org_fk()
+    organization_id: Mapped[uuid.UUID] = _org_fk(index=False)
     document_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True),
                                                    ForeignKey("documents.id", ondelete="CASCADE"),
                                                    nullable=False, index=True)
@@ -263,7 +270,7 @@ class AssistantKey(Base):
 class ChatLog(Base):
     __tablename__ = "chat_logs"
     id: Mapped[uuid.UUID] = _uuid_pk()
-    organization_id: Mapped[uuid.UUID] = _org_fk()
+    organization_id: Mapped[uuid.UUID] = _org_fk(index=False)
     user_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     assistant_key_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     session_id: Mapped[str | None] = mapped_column(String(100), index=True)
@@ -309,7 +316,7 @@ class ChatFeedback(Base):
 class UsageLedger(Base):
     __tablename__ = "usage_ledger"
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    organization_id: Mapped[uuid.UUID] = _org_fk()
+    organization_id: Mapped[uuid.UUID] = _org_fk(index=False)
     purpose: Mapped[str] = mapped_column(String(30), nullable=False)
     provider: Mapped[str] = mapped_column(String(50), nullable=False)
     model: Mapped[str] = mapped_column(String(120), nullable=False)
