@@ -224,7 +224,28 @@ def docs(source_id) -> dict[str, Document]:
     return {d.external_id: d for d in rows}
 
 
-def wait_for(kb_drain, pred, timeout=30.0, what="condition"):
+def what_happened(source_id) -> str:
+    """The platform's side of a wait that timed out: the notices it received and what became of
+    each, its documents, and the jobs that failed (a flake once seen under load left nothing
+    else to read)."""
+    from rq.registry import FailedJobRegistry
+
+    from kbframework.jobs.queues import queue
+
+    with session_scope() as s:
+        events = [(e.topic, e.external_id, e.outcome, e.detail) for e in s.scalars(
+            select(WebhookEvent).where(WebhookEvent.source_id == uuid.UUID(source_id)).order_by(WebhookEvent.id))]
+    documents = {k: d.status for k, d in docs(source_id).items()}
+    failed = []
+    for name in ("webhook", "ingest", "sync"):
+        q = queue(name)
+        for job_id in FailedJobRegistry(queue=q).get_job_ids():
+            job = q.fetch_job(job_id)
+            failed.append((name, job_id, ((job.exc_info or "") if job else "")[-600:]))
+    return f"notices {events}; documents {documents}; failed jobs {failed}"
+
+
+def wait_for(kb_drain, pred, timeout=30.0, what="condition", source_id=None):
     end = time.monotonic() + timeout
     while True:
         kb_drain()
@@ -232,7 +253,8 @@ def wait_for(kb_drain, pred, timeout=30.0, what="condition"):
         if got:
             return got
         if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}"
+                                 + (f": {what_happened(source_id)}" if source_id else ""))
         time.sleep(0.2)
 
 
@@ -264,32 +286,32 @@ def test_connect_publish_edit_trash_restore_reach_the_platform(site, platform, a
     ev = site.create("event", title="Zephyrine quartet at Club Nova",
                      content="<p>The Zephyrine quartet plays modal jazz on the rooftop.</p>")
     pid = str(ev["id"])
-    doc = wait_for(kb_drain, lambda: docs(sid).get(pid), what="the published event's document")
+    doc = wait_for(kb_drain, lambda: docs(sid).get(pid), what="the published event's document", source_id=sid)
     print(f"\npublish → document in {time.monotonic() - t0:.2f} s")
     assert doc.status == "active" and "modal jazz" in doc.normalized_content
     assert pid in ask(admin, "Who plays modal jazz on the rooftop? Zephyrine quartet")
 
     # edit
     site.update(pid, "event", content="<p>The Zephyrine quartet now plays bossa nova in the garden.</p>")
-    wait_for(kb_drain, lambda: "bossa nova" in (docs(sid)[pid].normalized_content or ""), what="the edit")
+    wait_for(kb_drain, lambda: "bossa nova" in (docs(sid)[pid].normalized_content or ""), what="the edit", source_id=sid)
 
     # trash: gone from answers
     site.call("DELETE", f"event/{pid}")
-    wait_for(kb_drain, lambda: docs(sid)[pid].status == "deleted", what="the trashed event's purge")
+    wait_for(kb_drain, lambda: docs(sid)[pid].status == "deleted", what="the trashed event's purge", source_id=sid)
     assert pid not in ask(admin, "Who plays bossa nova in the garden? Zephyrine quartet")
 
     # restore (to its previous status, published): back
     assert site.driver("untrash", pid)["restored"]
-    wait_for(kb_drain, lambda: docs(sid)[pid].status == "active", what="the restored event")
+    wait_for(kb_drain, lambda: docs(sid)[pid].status == "active", what="the restored event", source_id=sid)
     assert pid in ask(admin, "Who plays bossa nova in the garden? Zephyrine quartet")
 
     # unpublish, then delete for good
     site.update(pid, "event", status="draft")
-    wait_for(kb_drain, lambda: docs(sid)[pid].status == "deleted", what="the unpublished event's purge")
+    wait_for(kb_drain, lambda: docs(sid)[pid].status == "deleted", what="the unpublished event's purge", source_id=sid)
     site.update(pid, "event", status="publish")
-    wait_for(kb_drain, lambda: docs(sid)[pid].status == "active", what="the republished event")
+    wait_for(kb_drain, lambda: docs(sid)[pid].status == "active", what="the republished event", source_id=sid)
     site.call("DELETE", f"event/{pid}", params={"force": "true"})
-    wait_for(kb_drain, lambda: docs(sid)[pid].status == "deleted", what="the deleted event's purge")
+    wait_for(kb_drain, lambda: docs(sid)[pid].status == "deleted", what="the deleted event's purge", source_id=sid)
 
     with session_scope() as s:
         topics = [e.topic for e in s.scalars(select(WebhookEvent).where(WebhookEvent.source_id == uuid.UUID(sid))
