@@ -299,3 +299,37 @@ def test_a_load_whose_writes_cannot_be_recorded_has_its_words_counted_anyway(kb_
     kb_drain()
     assert _state(kb_org["id"]) == before  # the write was not recorded: the list says complete…
     assert _stored(kb_org["id"])["zeppelin"] == 1  # …and was counted again, so it is
+
+
+def test_two_counts_of_one_organization_at_once_both_succeed(kb_org):
+    """Two workers may count one organization's words at the same moment (its own job behind a
+    load on one, the statistics refresh on the other): each replaces the list in its own
+    transaction, and the second waits for the first instead of failing on the rows the first
+    just wrote (seen once as a UniqueViolation on term_stats_pkey in the 1M bench)."""
+    import threading
+
+    from kbframework import tenancy
+    from kbframework.retrieval.term_stats import refresh_term_stats
+
+    _seed(kb_org["id"], 40)
+    expected = None
+    for _ in range(6):
+        gate, errors, done = threading.Barrier(2), [], []
+
+        def count():
+            gate.wait()
+            try:
+                with tenancy.system("the test's concurrent word counts"):
+                    done.append(refresh_term_stats(kb_org["id"])["words"])
+            except Exception as exc:  # the assertion below names it
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=count) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [], errors
+        assert len(set(done)) == 1 and done[0] > 0, done
+        expected = expected or _stored(kb_org["id"])
+        assert _stored(kb_org["id"]) == expected

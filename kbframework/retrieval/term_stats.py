@@ -31,6 +31,7 @@ log = logging.getLogger("kbframework.term_stats")
 
 
 REFRESH_CHANGE = 0.1  # a stored count is refreshed once the organization's chunks moved by a tenth
+LOCK_SPACE = 0x6B62_7473  # the advisory locks' first key ("kbts"): one count per organization at a time
 
 
 def complete_list_max_chunks() -> int:
@@ -64,6 +65,12 @@ def refresh_term_stats(org_id) -> dict:
     org = str(uuid.UUID(str(org_id)))  # a literal inside ts_stat's query text: only a real id
     t0 = time.perf_counter()
     with session_scope() as s:
+        # one count of an organization at a time: two at once (its job behind a load on one
+        # worker, the statistics refresh on another) would each delete the old list and the
+        # second insert the words the first had just written (a unique violation); the second
+        # waits here for the first to commit, then replaces its list (the lock ends with the
+        # transaction)
+        s.execute(text("SELECT pg_advisory_xact_lock(:space, hashtext(:org))"), {"space": LOCK_SPACE, "org": org})
         # the writes counted so far: read before ts_stat takes its snapshot, so a load that
         # commits meanwhile leaves the list marked incomplete (its count comes after)
         seen = s.execute(text("SELECT changes FROM term_stats_state WHERE organization_id = :org"),
