@@ -442,7 +442,7 @@ def test_the_post_load_step_loads_its_indexes_after_the_word_counts_that_would_p
     buffers: on the 1M bench's post-load step the counts after the builds left 3,723 of the
     114,532 index blocks the builds had loaded. So ``ensure_all`` loads its indexes last, and a
     word count on its own loads the organization's indexes again. The counts here stand in for
-    that by evicting the index themselves."""
+    that by evicting the index right after counting."""
     from sqlalchemy import text
 
     from kbframework import tenancy
@@ -454,13 +454,11 @@ def test_the_post_load_step_loads_its_indexes_after_the_word_counts_that_would_p
     _seed(kb_org["id"])
     kb_drain()
     su = _superuser()
-    real = term_stats.refresh_term_stats
+    real = term_stats.refresh_term_stats  # refresh_if_incomplete and refresh_stale_term_stats call it by name
 
-    def count_then_evict(org, rewarm=True):
-        out = real(org, rewarm=False)
+    def count_then_evict(org):
+        out = real(org)
         su.cursor().execute("SELECT pg_buffercache_evict_relation(%s::regclass)", (name,))
-        if rewarm:
-            vector_index.prewarm_organization(org)
         return out
 
     monkeypatch.setattr(term_stats, "refresh_term_stats", count_then_evict)
@@ -477,10 +475,10 @@ def test_the_post_load_step_loads_its_indexes_after_the_word_counts_that_would_p
         assert blocks > 0 and loaded == blocks
         assert next(r for r in out if r["name"] == name)["prewarmed_blocks"] == blocks
 
-        # a count on its own (the statistics refresh behind a load) loads them again too
-        su.cursor().execute("SELECT pg_buffercache_evict_relation(%s::regclass)", (name,))
-        with tenancy.system("the test's word count"):
-            real(kb_org["id"])
+        # a count on its own, the job behind a load, loads them again too
+        from kbframework.ingest.behind_the_load import refresh_word_counts_queued
+
+        assert refresh_word_counts_queued(kb_org["id"], force=True)["counted"]
         assert _in_buffers(su, name) == (blocks, blocks)
     finally:
         su.close()

@@ -101,4 +101,9 @@ def refresh_word_counts_queued(org: str, deferrals: int = 0, force: bool = False
                                 for_organization=org)
     if deferred:
         return deferred
-    return {"counted": refresh_if_incomplete(org, force=force), "deferrals": deferrals}
+    counted = refresh_if_incomplete(org, force=force)
+    if counted:
+        from kbframework.retrieval.vector_index import prewarm_after_counts
+
+        prewarm_after_counts([counted])  # the count read the organization's pages in bulk
+    return {"counted": counted, "deferrals": deferrals}

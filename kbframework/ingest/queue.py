@@ -165,7 +165,11 @@ def analyze_now() -> bool:
     try:
         from kbframework.retrieval.term_stats import refresh_stale_term_stats
 
-        refresh_stale_term_stats()  # the stored word counts of the organizations that changed
+        from kbframework.retrieval.vector_index import prewarm_after_counts
+
+        # the stored word counts of the organizations that changed, then their indexes loaded
+        # again (each count read the organization's pages in bulk)
+        prewarm_after_counts(refresh_stale_term_stats())
     except (SQLAlchemyError, KBError) as exc:  # counted on first sight meanwhile, as without them
         log.warning("could not refresh the stored word counts: %s", exc)
     return True

@@ -55,11 +55,11 @@ def mark_changed(session, org_ids) -> None:
             "ON CONFLICT (organization_id) DO UPDATE SET changes = term_stats_state.changes + 1"), {"orgs": orgs})
 
 
-def refresh_term_stats(org_id, rewarm: bool = True) -> dict:
+def refresh_term_stats(org_id) -> dict:
     """Every word's chunk count in one organization, from ``ts_stat`` over its chunks, replacing
-    the stored ones in one transaction (readers see the old counts or the new). ``rewarm``: an
-    organization with indexes of its own has them read into the shared buffers again afterwards
-    (the count read all its tsvectors through them; ``vector_index.prewarm_organization``)."""
+    the stored ones in one transaction (readers see the old counts or the new). It reads every
+    tsvector of the organization through the shared buffers: whoever calls it loads the
+    organization's own indexes again afterwards (``vector_index.prewarm_after_counts``)."""
     import uuid
 
     from kbframework.db import session_scope
@@ -90,15 +90,6 @@ def refresh_term_stats(org_id, rewarm: bool = True) -> dict:
             "refreshed_at = EXCLUDED.refreshed_at, counted_changes = EXCLUDED.counted_changes"),
             {"org": org, "n": chunks, "w": words, "secs": secs, "seen": seen})
     log.info("stored %s word counts of organization %s (%s chunks) in %.1fs", words, org, chunks, secs)
-    if rewarm and chunks > complete_list_max_chunks():  # above the exact-scan size: it has its own indexes
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from kbframework.retrieval.vector_index import prewarm_organization
-
-        try:
-            prewarm_organization(org)
-        except SQLAlchemyError as exc:  # an optimisation: the counts are stored either way
-            log.warning("could not load organization %s's indexes again after its word count: %s", org, exc)
     return {"organization_id": org, "words": words, "chunks": chunks, "seconds": secs, "complete_at": seen}
 
 
@@ -148,18 +139,17 @@ def refresh_if_incomplete(org_id, force: bool = False) -> dict | None:
         return refresh_term_stats(org)
 
 
-def refresh_stale_term_stats(sizes: dict[str, int] | None = None, rewarm: bool = True) -> list[dict]:
+def refresh_stale_term_stats(sizes: dict[str, int] | None = None) -> list[dict]:
     """The refresh after a load (``kbf db indexes --build``, the statistics refresh behind an
     ingest load): each organization that needs it, one transaction each. ``sizes`` as for
-    ``stale_term_stats``; ``rewarm`` as for ``refresh_term_stats`` (``ensure_all`` loads every
-    index once, after all its counts)."""
+    ``stale_term_stats``."""
     from kbframework import tenancy
     from kbframework.db import session_scope
 
     with tenancy.system("refresh the stored word counts of the organizations that changed"):
         with session_scope() as s:
             orgs = stale_term_stats(s, sizes)
-        return [refresh_term_stats(org, rewarm=rewarm) for org in orgs]
+        return [refresh_term_stats(org) for org in orgs]
 
 
 def summary(session) -> dict:

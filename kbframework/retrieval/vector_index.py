@@ -413,13 +413,21 @@ def organization_indexes(conn, org_ids) -> list[str]:
     return [name for name, info in existing(conn).items() if info["valid"] and info["organization_id"] in wanted]
 
 
-def prewarm_organization(org_id) -> dict[str, int | None]:
-    """Read an organization's own indexes into the shared buffers again, after work that read
-    its chunks through them in bulk (the count of its words reads every tsvector: on the 1M
-    bench, counting every organization's words left 3,723 of the 114,532 index blocks the
-    post-load step had loaded)."""
-    with _autocommit_conn() as conn:
-        return prewarm_many(conn, organization_indexes(conn, [org_id]))
+def prewarm_after_counts(counted: list[dict]) -> dict[str, int | None]:
+    """Read the own indexes of the organizations whose words were just counted
+    (``term_stats.refresh_term_stats`` results) into the shared buffers again: a count reads
+    every tsvector of its organization through them (on the 1M bench, counting every
+    organization's words left 3,723 of the 114,532 index blocks the post-load step had loaded).
+    Only an organization above the exact-scan size has indexes of its own. Never fails."""
+    orgs = [c["organization_id"] for c in counted if c and c.get("chunks", 0) > threshold()]
+    if not orgs:
+        return {}
+    try:
+        with _autocommit_conn() as conn:
+            return prewarm_many(conn, organization_indexes(conn, orgs))
+    except SQLAlchemyError as exc:  # an optimisation: the counts are stored either way
+        log.warning("could not load the indexes of %s again after their word counts: %s", orgs, exc)
+        return {}
 
 
 def drop(conn, name: str) -> None:
@@ -470,7 +478,7 @@ def ensure_all(conn=None) -> list[dict]:
                             "seconds": round(time.perf_counter() - t0, 2)})
         from kbframework.retrieval.term_stats import refresh_stale_term_stats
 
-        counted = refresh_stale_term_stats(org_sizes(counts), rewarm=False)  # the stored word counts
+        counted = refresh_stale_term_stats(org_sizes(counts))  # the stored word counts
         for stats in counted:
             results.append({"name": f"word counts of {stats['organization_id']}", "built": True,
                             "seconds": stats["seconds"], "words": stats["words"]})
