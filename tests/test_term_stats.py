@@ -134,6 +134,16 @@ def test_kbf_db_indexes_build_refreshes_the_stored_counts(kb_org, kb_services):
     r = subprocess.run([kbf, "db", "indexes", "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert json.loads(r.stdout)  # the organization's vector index is listed beside
 
+    # the line is made from the chunk counts the listing already has; counted afresh it says the same
+    from kbframework import tenancy
+    from kbframework.db import get_engine, session_scope
+    from kbframework.retrieval import vector_index
+    from kbframework.retrieval.term_stats import summary
+
+    with tenancy.system("the test's comparison"), session_scope() as s, get_engine().connect() as conn:
+        sizes = vector_index.org_sizes(vector_index.chunk_counts(conn))
+        assert summary(s, sizes) == summary(s) and summary(s, sizes)["written_since_large"] == 1
+
 
 def _state(org_id):
     from sqlalchemy import text

@@ -309,13 +309,15 @@ def db_indexes(build_missing, rebuild, as_json):
         for res in vector_index.ensure_all():
             click.echo(f"{res['name']}: {_index_step_done(res)}")
     with get_engine().connect() as conn:
-        rows = vector_index.status(conn)
+        counts = vector_index.chunk_counts(conn)  # one pass over the chunks for the indexes and the word lists
+        rows = vector_index.status(conn, counts)
     if as_json:
         return out_json(rows)
+    sizes = vector_index.org_sizes(counts)
     if not rows:
         click.echo(f"no organization has more than {vector_index.threshold()} chunks of one model: "
                    "every search is an exact scan, no vector index is needed")
-        _word_lists()
+        _word_lists(sizes)
         return
     for r in rows:
         size = f"{r['bytes'] / 1048576:.1f} MB"
@@ -329,17 +331,17 @@ def db_indexes(build_missing, rebuild, as_json):
     if any(r["state"] in ("missing", "invalid", "superseded", "unused") for r in rows) and not build_missing:
         click.echo("run `kbf db indexes --build` to build the missing ones and drop the ones no longer used",
                    err=True)
-    _word_lists()
+    _word_lists(sizes)
 
 
-def _word_lists() -> None:
+def _word_lists(sizes: dict[str, int] | None = None) -> None:
     """One line on the stored word counts the keyword ranking and the expansion read."""
     from kbframework import tenancy
     from kbframework.db import session_scope
     from kbframework.retrieval.term_stats import summary
 
     with tenancy.system("show the state of every organization's stored word counts"), session_scope() as s:
-        w = summary(s)
+        w = summary(s, sizes)
     parts = [f"{w['complete']} complete"]
     if w["written_since_small"]:
         parts.append(f"{w['written_since_small']} written since their count (counted again behind the load)")
