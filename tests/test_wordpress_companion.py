@@ -228,21 +228,29 @@ def what_happened(source_id) -> str:
     """The platform's side of a wait that timed out: the notices it received and what became of
     each, its documents, and the jobs that failed (a flake once seen under load left nothing
     else to read)."""
-    from rq.registry import FailedJobRegistry
+    from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 
-    from kbframework.jobs.queues import queue
+    from kbframework.jobs.queues import get_redis, queue
 
     with session_scope() as s:
         events = [(e.topic, e.external_id, e.outcome, e.detail) for e in s.scalars(
             select(WebhookEvent).where(WebhookEvent.source_id == uuid.UUID(source_id)).order_by(WebhookEvent.id))]
     documents = {k: d.status for k, d in docs(source_id).items()}
-    failed = []
+    failed, waiting = [], []
     for name in ("webhook", "ingest", "sync"):
         q = queue(name)
         for job_id in FailedJobRegistry(queue=q).get_job_ids():
             job = q.fetch_job(job_id)
             failed.append((name, job_id, ((job.exc_info or "") if job else "")[-600:]))
-    return f"notices {events}; documents {documents}; failed jobs {failed}"
+        # a job that failed and waits for its retry is in none of the above
+        ids = set(q.get_job_ids()) | set(ScheduledJobRegistry(queue=q).get_job_ids()) \
+            | set(StartedJobRegistry(queue=q).get_job_ids())
+        for job_id in sorted(ids):
+            job = q.fetch_job(job_id)
+            waiting.append((name, job_id, job.get_status() if job else "gone", getattr(job, "retries_left", None),
+                            ((job.exc_info or "") if job else "")[-600:]))
+    marks = {k.decode(): (get_redis().get(k) or b"").decode() for k in get_redis().scan_iter(f"kbf:wh:{source_id}:*")}
+    return f"notices {events}; documents {documents}; failed jobs {failed}; other jobs {waiting}; marks {marks}"
 
 
 def wait_for(kb_drain, pred, timeout=30.0, what="condition", source_id=None):
