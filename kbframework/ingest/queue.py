@@ -164,7 +164,6 @@ def analyze_now() -> bool:
         return False
     try:
         from kbframework.retrieval.term_stats import refresh_stale_term_stats
-
         from kbframework.retrieval.vector_index import prewarm_after_counts
 
         # the stored word counts of the organizations that changed, then their indexes loaded

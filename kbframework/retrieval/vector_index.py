@@ -390,20 +390,17 @@ def prewarm_many(conn, names: list[str]) -> dict[str, int | None]:
     """``prewarm`` each of ``names`` (once, in order) until what was loaded reaches half of the
     shared buffers: the rest of them is left to the questions, and the other half to the pages
     every answer reads. {name: blocks read, or None}."""
-    try:
-        shared = conn.execute(text("SELECT setting::bigint * current_setting('block_size')::bigint "
-                                   "FROM pg_settings WHERE name = 'shared_buffers'")).scalar()
+    try:  # shared_buffers is counted in blocks, as prewarm's result is
+        shared_blocks = conn.execute(text("SELECT setting::bigint FROM pg_settings "
+                                          "WHERE name = 'shared_buffers'")).scalar()
     except SQLAlchemyError as exc:
         log.warning("could not read shared_buffers: %s", exc)
         return {}
     out: dict[str, int | None] = {}
     loaded = 0
     for name in dict.fromkeys(names):
-        if loaded >= shared // 2:
-            out[name] = None
-            continue
-        out[name] = prewarm(conn, name)
-        loaded += (out[name] or 0) * 8192
+        out[name] = prewarm(conn, name) if loaded < shared_blocks // 2 else None
+        loaded += out[name] or 0
     return out
 
 
