@@ -243,11 +243,12 @@ def what_happened(source_id) -> str:
             job = q.fetch_job(job_id)
             failed.append((name, job_id, ((job.exc_info or "") if job else "")[-600:]))
         # a job that failed and waits for its retry is in none of the above
-        ids = set(q.get_job_ids()) | set(ScheduledJobRegistry(queue=q).get_job_ids()) \
-            | set(StartedJobRegistry(queue=q).get_job_ids())
-        for job_id in sorted(ids):
+        where = {"queue": set(q.get_job_ids()), "scheduled": set(ScheduledJobRegistry(queue=q).get_job_ids()),
+                 "started": set(StartedJobRegistry(queue=q).get_job_ids())}
+        for job_id in sorted(set().union(*where.values())):
             job = q.fetch_job(job_id)
-            waiting.append((name, job_id, job.get_status() if job else "gone", getattr(job, "retries_left", None),
+            waiting.append((name, job_id, [k for k, ids in where.items() if job_id in ids],
+                            job.get_status() if job else "gone", getattr(job, "retries_left", None),
                             ((job.exc_info or "") if job else "")[-600:]))
     marks = {k.decode(): (get_redis().get(k) or b"").decode() for k in get_redis().scan_iter(f"kbf:wh:{source_id}:*")}
     return f"notices {events}; documents {documents}; failed jobs {failed}; other jobs {waiting}; marks {marks}"

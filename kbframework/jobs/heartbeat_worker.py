@@ -25,6 +25,7 @@ from rq.scheduler import RQScheduler
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
 from kbframework.jobs import policy
+from kbframework.jobs.command_channel import BoundedCommandChannel
 from kbframework.jobs.owners import pid_alive, when_parent_gone
 from kbframework.jobs.policy import TimeLimitExceeded
 from kbframework.jobs.scope import ScopedJobs
@@ -87,7 +88,7 @@ def close_inherited_connections(pool) -> None:
             log.debug("closing an inherited Redis connection: %s", exc)
 
 
-class HeartbeatWorker(ScopedJobs, SimpleWorker):
+class HeartbeatWorker(BoundedCommandChannel, ScopedJobs, SimpleWorker):
     death_penalty_class = TimeLimit
 
     def __init__(self, *args, **kwargs):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from rq import SimpleWorker
 
+from kbframework.jobs.command_channel import NoCommandChannel
 from kbframework.jobs.scope import ScopedJobs
 
 log = logging.getLogger("kbframework.jobs.worker")
@@ -198,8 +199,9 @@ def _stop_when_orphaned(variable: str) -> None:
         when_parent_gone(int(parent), lambda: os.kill(os.getpid(), signal.SIGTERM), "kbf-orphan-watchdog")
 
 
-class BurstWorker(ScopedJobs, SimpleWorker):
-    """``run_burst``'s in-process worker: jobs run in their organization, like ``kbf worker``'s."""
+class BurstWorker(NoCommandChannel, ScopedJobs, SimpleWorker):
+    """``run_burst``'s in-process worker: jobs run in their organization, like ``kbf worker``'s.
+    It returns when the queues are empty, so it listens for no commands."""
 
 
 def run_burst(queue_names=("webhook", "ingest", "sync", "reindex")) -> None:
