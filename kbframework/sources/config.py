@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets as _secrets
 
-from marshmallow import ValidationError, fields
+from marshmallow import Schema, ValidationError, fields
 from sqlalchemy import select
 
 from kbframework.clock import iso
@@ -50,11 +50,15 @@ def _plain(v):
     return v if isinstance(v, (str, int, float, bool, list, dict, type(None))) else str(v)
 
 
-def _validate(connector, config: dict, partial: bool = False) -> dict:
+def validate_config(connector, config: dict, partial: bool = False) -> dict:
+    """The connector's config, loaded by its schema; a connector that declares none takes no
+    settings (an empty schema: any field sent is refused by name, with a 400, not a 500)."""
+    schema = connector.config_schema or Schema
     try:
-        return connector.config_schema().load(config or {}, partial=partial)
+        return schema().load(config or {}, partial=partial)
     except ValidationError as exc:
         raise ValidationFailed("The source configuration is not valid.", details=exc.messages)
+
 
 
 def _split_secrets(connector, cfg: dict) -> tuple[dict, dict]:
@@ -90,7 +94,7 @@ def create_source(s, org_id, data: dict) -> Source:
         raise ValidationFailed("Give the source a name.")
     if not isinstance(data.get("config") or {}, dict):
         raise ValidationFailed("'config' must be an object.")
-    cfg = _validate(connector, data.get("config") or {})
+    cfg = validate_config(connector, data.get("config") or {})
     plain, secret = _split_secrets(connector, cfg)
     if "webhook_secret" in connector.secret_fields and "webhook_secret" not in secret:
         secret["webhook_secret"] = _secrets.token_urlsafe(24)
@@ -125,7 +129,7 @@ def update_source(s, org_id, source_id, data: dict) -> Source:
         old_secret = decrypt_json(src.secrets)
         merged = {**(src.config or {}), **old_secret, **{k: v for k, v in (data["config"] or {}).items()
                                                          if v not in (None, "") or k not in old_secret}}
-        cfg = _validate(connector, merged)
+        cfg = validate_config(connector, merged)
         plain, secret = _split_secrets(connector, cfg)
         cfg_interval = plain.pop("sync_interval_minutes", None)
         if "sync_interval_minutes" in (data["config"] or {}) and "sync_interval_minutes" not in data:

@@ -111,7 +111,6 @@ def discover(type_):
     """What the remote system offers (e.g. a WordPress site's post types and field paths), for
     a saved source (``{"source_id"}``: its settings and secrets) or one being set up
     (``{"config": {...}}``)."""
-    from marshmallow import ValidationError
 
     from kbframework.sources.sync import org_context, source_config, sync_context
 
@@ -127,9 +126,6 @@ def discover(type_):
                 raise ValidationFailed(f"That source is not a {connector.label or type_} source.")
             config, ctx = source_config(src), sync_context(s, src)
         else:
-            try:
-                config = connector.config_schema().load(data.get("config") or {})
-            except ValidationError as exc:
-                raise ValidationFailed("The source configuration is not valid.", details=exc.messages)
+            config = sources.validate_config(connector, data.get("config"))
             ctx = org_context(s, org_id())
     return connector.discover(config, ctx, sample=bool(data.get("sample", True)))
