@@ -171,11 +171,10 @@ def measure(rng: random.Random, pool: list[str], n_docs: int = 1500, label: str 
     from kbframework.hooks import registry
     from kbframework.ingest.embedding import embed_texts
     from kbframework.ingest.pipeline import embedding_input
-    from kbframework.ingest.queue import queue_ingest
-    from kbframework.sources.sync import BATCH
+    from kbframework.ingest.queue import JOB_DOCUMENTS, queue_ingest
     from kbframework.types import ChunkDraft
 
-    per_job = per_job or BATCH
+    per_job = per_job or JOB_DOCUMENTS  # as a sync queues them
     org_id, ids = _create(n_docs, rng, pool, label, org_id)
     t0_wall = time.time()
     jobs = [queue_ingest(ids[k:k + per_job]) for k in range(0, len(ids), per_job)]

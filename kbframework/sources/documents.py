@@ -17,7 +17,7 @@ from kbframework.orgs.accounts import as_uuid, ensure_source
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.ingest.chunker import page_label
-from kbframework.ingest.queue import ingest_now
+from kbframework.ingest.queue import JOB_DOCUMENTS, ingest_now
 from kbframework.sources.apply import apply_draft
 from kbframework.models import Chunk, Document, Source
 from kbframework.addresses import safe_link
@@ -197,7 +197,7 @@ from datetime import timedelta  # noqa: E402
 _NO_END_GRACE = timedelta(hours=12)  # an event without an end expires 12 h after its start
 
 
-def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = 50,
+def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = JOB_DOCUMENTS,
                 skip_indexed_since: datetime | None = None) -> dict:
     """Re-index an organization's documents: all, only failed ones, or one document.
 

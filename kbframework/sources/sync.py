@@ -21,7 +21,7 @@ from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound
 from kbframework.hooks.manager import get_plugin_manager
-from kbframework.ingest.queue import queue_ingest
+from kbframework.ingest.queue import JOB_DOCUMENTS, queue_ingest
 from kbframework.sources.apply import apply_draft, find_document, purge_document
 from kbframework.models import Document, Organization, Source, SyncRun, WebhookEvent
 from kbframework.security import decrypt_json
@@ -29,7 +29,7 @@ from kbframework.types import SyncContext
 
 log = logging.getLogger("kbframework.sources.sync")
 
-BATCH = 50
+BATCH = 50  # records applied per transaction; ingest jobs take JOB_DOCUMENTS documents each
 
 
 def source_config(src: Source) -> dict:
@@ -113,7 +113,7 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
                 newest = _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest,
                                       newest, item_errors, reapply)
                 batch = []
-                if len(to_ingest) >= BATCH:
+                if len(to_ingest) >= JOB_DOCUMENTS:
                     _ingest(to_ingest, inline_ingest, stats)
                     to_ingest = []
         if batch:
@@ -219,8 +219,8 @@ def _ingest(ids: list[str], inline: bool, stats: dict) -> None:
         return
     stats["embedded_documents"] += len(ids)
     stats.setdefault("_queued", set()).update(ids)
-    for i in range(0, len(ids), BATCH):
-        res = queue_ingest(ids[i:i + BATCH], inline=inline)
+    for i in range(0, len(ids), JOB_DOCUMENTS):
+        res = queue_ingest(ids[i:i + JOB_DOCUMENTS], inline=inline)
         if inline:
             failed = [r for r in res or [] if r.action == "error"]
             if failed:
