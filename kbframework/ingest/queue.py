@@ -23,6 +23,9 @@ log = logging.getLogger("kbframework.ingest")
 # with two (measured 2026-12-07). A job of 200 documents is still seconds of work, and a
 # retry skips the documents it had already indexed (their hash is unchanged).
 JOB_DOCUMENTS = 200
+# ...or fewer, once their text reaches this many characters (about a thousand chunks): a job's
+# documents are in the worker's memory together, and 200 long pages would be hundreds of MB
+JOB_CHARACTERS = 2_000_000
 ANALYZE_EVERY_CHUNKS = 3000
 _SINCE = "kbf:chunks_since_analyze"
 _QUEUED = "kbf:analyze_queued"

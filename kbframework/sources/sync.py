@@ -21,7 +21,7 @@ from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound
 from kbframework.hooks.manager import get_plugin_manager
-from kbframework.ingest.queue import JOB_DOCUMENTS, queue_ingest
+from kbframework.ingest.queue import JOB_CHARACTERS, JOB_DOCUMENTS, queue_ingest
 from kbframework.sources.apply import apply_draft, find_document, purge_document
 from kbframework.models import Document, Organization, Source, SyncRun, WebhookEvent
 from kbframework.security import decrypt_json
@@ -98,7 +98,7 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
     stats = {"fetched": 0, "created": 0, "changed": 0, "cheap": 0, "unchanged": 0, "stale": 0,
              "unpublished": 0, "ignored": 0, "purged": 0, "errors": 0, "embedded_documents": 0}
     seen: set[str] = set()
-    to_ingest: list[str] = []
+    to_ingest = _ToIngest()
     newest = since
     item_errors: list[str] = []
     try:
@@ -113,20 +113,20 @@ def run_sync(source_id, kind: str = "incremental", *, inline_ingest: bool = Fals
                 newest = _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest,
                                       newest, item_errors, reapply)
                 batch = []
-                if len(to_ingest) >= JOB_DOCUMENTS:
-                    _ingest(to_ingest, inline_ingest, stats)
-                    to_ingest = []
+                if to_ingest.full():
+                    _ingest(to_ingest.ids, inline_ingest, stats)
+                    to_ingest = _ToIngest()
         if batch:
             newest = _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, newest,
                                   item_errors, reapply)
-        _ingest(to_ingest, inline_ingest, stats)
+        _ingest(to_ingest.ids, inline_ingest, stats)
         if kind == "full":
             stats["purged"] = _reconcile(source_id, seen)
         _resume_waiting(source_id, inline_ingest, stats)
     except Exception as exc:
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         log.warning("sync of %s failed: %s", source_id, reason)
-        _ingest(to_ingest, inline_ingest, stats)
+        _ingest(to_ingest.ids, inline_ingest, stats)
         stats.pop("_queued", None)
         with session_scope() as s:
             s.execute(update(Source).where(Source.id == as_uuid(source_id)).values(
@@ -180,7 +180,7 @@ def _apply_batch(source_id, connector, batch, config, ctx, stats, to_ingest, new
             continue
         stats[action] = stats.get(action, 0) + 1
         if action in ("created", "changed") and doc_id is not None and doc_status not in ("disabled", "expired"):
-            to_ingest.append(doc_id)
+            to_ingest.add(doc_id, len(draft.normalized_content or ""))
         mod = record.source_modified_at or draft.source_modified_at
         if mod is not None and (newest is None or mod > newest):
             newest = mod
@@ -212,6 +212,22 @@ def _apply_drafts(source_id, drafts, reapply: bool, careful: bool) -> list[tuple
             out.append((str(doc.id) if doc is not None else None, doc.status if doc is not None else None,
                         action, None))
     return out
+
+
+class _ToIngest:
+    """The documents a sync has applied and not yet queued: queued as one job once there are
+    ``JOB_DOCUMENTS`` of them or their text reaches ``JOB_CHARACTERS``."""
+
+    def __init__(self):
+        self.ids: list[str] = []
+        self.chars = 0
+
+    def add(self, doc_id: str, chars: int) -> None:
+        self.ids.append(doc_id)
+        self.chars += chars
+
+    def full(self) -> bool:
+        return len(self.ids) >= JOB_DOCUMENTS or self.chars >= JOB_CHARACTERS
 
 
 def _ingest(ids: list[str], inline: bool, stats: dict) -> None:
