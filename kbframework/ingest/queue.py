@@ -27,6 +27,23 @@ JOB_DOCUMENTS = 200
 # documents are in the worker's memory together, and 200 long pages would be hundreds of MB
 JOB_CHARACTERS = 2_000_000
 ANALYZE_EVERY_CHUNKS = 3000
+
+
+def job_batches(sized: list[tuple[str, int]]) -> list[list[str]]:
+    """(document id, its text's length) → the ids in jobs of at most ``JOB_DOCUMENTS``, each cut
+    once its text reaches ``JOB_CHARACTERS``, in the given order."""
+    out: list[list[str]] = []
+    cur: list[str] = []
+    chars = 0
+    for doc_id, n in sized:
+        cur.append(doc_id)
+        chars += n
+        if len(cur) >= JOB_DOCUMENTS or chars >= JOB_CHARACTERS:
+            out.append(cur)
+            cur, chars = [], 0
+    if cur:
+        out.append(cur)
+    return out
 _SINCE = "kbf:chunks_since_analyze"
 _QUEUED = "kbf:analyze_queued"
 _STATS_JOB = "kbframework.jobs.tasks.refresh_statistics_job"

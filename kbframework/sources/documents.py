@@ -17,7 +17,7 @@ from kbframework.orgs.accounts import as_uuid, ensure_source
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound, ValidationFailed
 from kbframework.ingest.chunker import page_label
-from kbframework.ingest.queue import JOB_DOCUMENTS, ingest_now
+from kbframework.ingest.queue import ingest_now, job_batches
 from kbframework.sources.apply import apply_draft
 from kbframework.models import Chunk, Document, Source
 from kbframework.addresses import safe_link
@@ -197,7 +197,7 @@ from datetime import timedelta  # noqa: E402
 _NO_END_GRACE = timedelta(hours=12)  # an event without an end expires 12 h after its start
 
 
-def reindex_now(org_id, which: str = "all", document_id: str | None = None, batch: int = JOB_DOCUMENTS,
+def reindex_now(org_id, which: str = "all", document_id: str | None = None,
                 skip_indexed_since: datetime | None = None) -> dict:
     """Re-index an organization's documents: all, only failed ones, or one document.
 
@@ -212,7 +212,10 @@ def reindex_now(org_id, which: str = "all", document_id: str | None = None, batc
             conds.append(Document.status == "error")
         else:
             conds.append(Document.status.in_(("active", "error", "syncing")))
-        total = [str(i) for i in s.scalars(select(Document.id).where(*conds))]
+        sizes = {str(i): n or 0 for i, n in s.execute(
+            select(Document.id, func.length(func.coalesce(Document.override_content, Document.normalized_content)))
+            .where(*conds))}
+        total = list(sizes)
         if document_id and not total:
             raise NotFound("No such document in this organization.")
         ids = total
@@ -222,8 +225,8 @@ def reindex_now(org_id, which: str = "all", document_id: str | None = None, batc
             ids = [i for i in total if i not in done]
     counts: dict = {}
     failed: list[dict] = []
-    for i in range(0, len(ids), batch):
-        for r in ingest_now(ids[i:i + batch], force=which in ("all", "document") or bool(document_id)):
+    for part in job_batches([(i, sizes[i]) for i in ids]):  # bounded in count and in text held at once
+        for r in ingest_now(part, force=which in ("all", "document") or bool(document_id)):
             counts[r.action] = counts.get(r.action, 0) + 1
             if r.action == "error":
                 failed.append({"id": r.document_id, "error": r.error})
