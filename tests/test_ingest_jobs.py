@@ -105,9 +105,9 @@ def test_a_connector_without_settings_takes_none_and_refuses_a_stray_one(kb_admi
 def test_long_documents_make_smaller_jobs(kb_admin, bulkshop, kb_drain, monkeypatch):
     """A job's documents share the worker's memory: once their text reaches JOB_CHARACTERS
     the job is queued with fewer than JOB_DOCUMENTS (checked after each applied batch)."""
-    from kbframework.sources import sync
+    from kbframework.ingest import queue as ingest_queue
 
-    monkeypatch.setattr(sync, "JOB_CHARACTERS", 3 * BATCH * 1_000)  # three applied batches of long documents
+    monkeypatch.setattr(ingest_queue, "JOB_CHARACTERS", 3 * BATCH * 1_000)  # three applied batches of long documents
     bulkshop.records, bulkshop.words = 4 * BATCH, 70  # about 1,100 characters each
     sid, sizes = _sync_and_job_sizes(kb_admin, kb_drain)
     assert sizes == [3 * BATCH, BATCH], sizes  # not one job of 200

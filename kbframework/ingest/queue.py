@@ -29,6 +29,11 @@ JOB_CHARACTERS = 2_000_000
 ANALYZE_EVERY_CHUNKS = 3000
 
 
+def job_full(documents: int, chars: int) -> bool:
+    """Whether a job of this many documents, with this much text, takes no more."""
+    return documents >= JOB_DOCUMENTS or chars >= JOB_CHARACTERS
+
+
 def job_batches(sized: list[tuple[str, int]]) -> list[list[str]]:
     """(document id, its text's length) → the ids in jobs of at most ``JOB_DOCUMENTS``, each cut
     once its text reaches ``JOB_CHARACTERS``, in the given order."""
@@ -38,7 +43,7 @@ def job_batches(sized: list[tuple[str, int]]) -> list[list[str]]:
     for doc_id, n in sized:
         cur.append(doc_id)
         chars += n
-        if len(cur) >= JOB_DOCUMENTS or chars >= JOB_CHARACTERS:
+        if job_full(len(cur), chars):
             out.append(cur)
             cur, chars = [], 0
     if cur:

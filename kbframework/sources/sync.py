@@ -21,7 +21,7 @@ from kbframework.orgs.accounts import as_uuid
 from kbframework.db import session_scope
 from kbframework.errors import KBError, NotFound
 from kbframework.hooks.manager import get_plugin_manager
-from kbframework.ingest.queue import JOB_CHARACTERS, JOB_DOCUMENTS, queue_ingest
+from kbframework.ingest.queue import JOB_DOCUMENTS, job_full, queue_ingest
 from kbframework.sources.apply import apply_draft, find_document, purge_document
 from kbframework.models import Document, Organization, Source, SyncRun, WebhookEvent
 from kbframework.security import decrypt_json
@@ -227,7 +227,7 @@ class _ToIngest:
         self.chars += chars
 
     def full(self) -> bool:
-        return len(self.ids) >= JOB_DOCUMENTS or self.chars >= JOB_CHARACTERS
+        return job_full(len(self.ids), self.chars)
 
 
 def _ingest(ids: list[str], inline: bool, stats: dict) -> None:
