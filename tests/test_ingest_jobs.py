@@ -53,17 +53,10 @@ class BulkShopPlugin:
 
 
 @pytest.fixture
-def bulkshop():
-    from kbframework.hooks import registry
-    from kbframework.hooks.manager import get_plugin_manager
-
-    pm = get_plugin_manager()
-    pm.register(BulkShopPlugin(), name="test-bulkshop")
-    registry.clear_caches()
+def bulkshop(kb_register_plugin):
     BulkShop.records, BulkShop.words = RECORDS, 0
-    yield BulkShop
-    pm.unregister(name="test-bulkshop")
-    registry.clear_caches()
+    kb_register_plugin(BulkShopPlugin(), "test-bulkshop")
+    return BulkShop
 
 
 def _sync_and_job_sizes(admin, kb_drain) -> tuple[str, list[int]]:

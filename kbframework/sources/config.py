@@ -60,7 +60,6 @@ def validate_config(connector, config: dict, partial: bool = False) -> dict:
         raise ValidationFailed("The source configuration is not valid.", details=exc.messages)
 
 
-
 def _split_secrets(connector, cfg: dict) -> tuple[dict, dict]:
     secret_names = set(connector.secret_fields)
     plain = {k: v for k, v in cfg.items() if k not in secret_names}
