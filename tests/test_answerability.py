@@ -174,3 +174,37 @@ def test_kbf_eval_gate_calibrate_fits_on_one_half_and_checks_the_other(kb_clean,
     assert rep["all"]["demo"]["answerable"] == 30 and rep["all"]["retrieval_dev"]["unanswerable"] == 1
     r = CliRunner().invoke(main, ["eval", "gate", "--calibrate", "--dataset", str(tmp_path)])
     assert "half B (held out)" in r.output and "to ship: gate.WEIGHTS" in r.output
+
+
+def test_a_question_of_constraints_no_product_meets_falls_back_with_alternatives(kb_clean):
+    """"do you have blue dresses?" on the demo: every word is a constraint and no dress is blue.
+    The policy pages, which the label filters do not apply to, pass the pre-filter, and "dress"
+    matches the club's dress code: that page is not the answer. The fallback is, with the
+    dresses (and the blue jacket) as labelled alternatives. The same for a follow-up that
+    changes the colour, while a question some product meets still lists it."""
+    org = load_demo(NOW, log=lambda m: None)
+    set_settings(org, preset="search")  # as `make run`'s demo: product, event and article cards
+
+    def titles(cards):
+        return [c["title"] for c in cards]
+
+    for q in ("do you have blue dresses?", "do you have dresses under €30?"):
+        res = answer(org, q, now=NOW, channel="widget")
+        assert res["debug"]["reason"] == "no_results_above_threshold", (q, res["debug"]["gate"], titles(res["cards"]))
+        assert res["cards"] == [] and "Club entry rules" not in res["answer"]
+        assert res["debug"]["gate"]["why"] == "no product or event matches every constraint of the question"
+        alts = titles(res["alternatives"]["cards"])
+        assert alts and any("Dress" in t for t in alts), (q, alts)
+        assert "answerability gate: no product or event matches" in " ".join(res["debug"]["explain"])
+    first = answer(org, "do you have a red summer dress?", now=NOW)
+    assert titles(first["cards"])[0] == "Red Summer Dress"
+    hist = [{"role": "user", "content": "do you have a red summer dress?"},
+            {"role": "assistant", "content": first["answer"],
+             "document_ids": [c["document_id"] for c in first["cards"]]}]
+    res = answer(org, "what about in blue?", now=NOW, history=hist)
+    assert res["debug"]["conversation"]["kind"] == "follow_up"
+    assert res["debug"]["reason"] == "no_results_above_threshold" and res["cards"] == []
+    assert "Red Summer Dress" in titles(res["alternatives"]["cards"])
+    # constraints a product meets: listed, as before
+    res = answer(org, "do you have red dresses?", now=NOW)
+    assert res["debug"]["reason"] is None and {"Red Summer Dress", "Red Linen Midi Dress"} <= set(titles(res["cards"]))

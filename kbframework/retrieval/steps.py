@@ -966,6 +966,12 @@ def answerability_step(s, t: Turn):
     elif t.pinned:
         t.answerable = True
         out.update(answerable=True, why="the documents the follow-up points at")
+    elif "listing" in t.legs and not t.identity:
+        # "do you have blue dresses?": every word is a constraint and no product or event meets
+        # them all. The pages the label filters do not apply to (policies, guides) still pass,
+        # and "dress" finds the dress code: no exact match, the fallback's alternatives instead
+        t.answerable = False
+        out.update(answerable=False, why="no product or event matches every constraint of the question")
     else:
         places = [p.matched for p in t.parts if p.field in ("city", "venue") and p.matched]
         places += [t.question[a:b] for k, v in conversation._vocab_spans(t.question, t.vocab).items()
@@ -984,8 +990,9 @@ def answerability_step(s, t: Turn):
         out.update(answerable=ok, score=best, why=why, **feats)
     t.debug["gate"] = out
     if not t.answerable and t.passages:
-        t.debug["explain"].append(f"answerability gate: best score {out.get('score', 0):.3f} < "
-                                  f"{t.ctx.threshold:.3f}: the fallback, no model call")
+        t.debug["explain"].append(
+            f"answerability gate: best score {out['score']:.3f} < {t.ctx.threshold:.3f}: the fallback, no model call"
+            if out.get("score") is not None else f"answerability gate: {out['why']}: the fallback, no model call")
     return out
 
 
