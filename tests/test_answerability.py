@@ -208,3 +208,21 @@ def test_a_question_of_constraints_no_product_meets_falls_back_with_alternatives
     # constraints a product meets: listed, as before
     res = answer(org, "do you have red dresses?", now=NOW)
     assert res["debug"]["reason"] is None and {"Red Summer Dress", "Red Linen Midi Dress"} <= set(titles(res["cards"]))
+
+
+def test_a_listing_answer_leaves_out_what_the_constraint_words_found_by_chance(kb_clean):
+    """"and on Saturday?" → "what's on Saturday": the Saturday's events are the answer. The
+    vector leg embeds "Saturday" alone and finds the return policy at 0.215; it used to become
+    the answer's second card, and "the second one" then pointed at it."""
+    org = load_demo(NOW, log=lambda m: None)
+    set_settings(org, preset="search")
+    first = answer(org, "what's on tomorrow?", now=NOW)
+    hist = [{"role": "user", "content": "what's on tomorrow?"},
+            {"role": "assistant", "content": first["answer"],
+             "document_ids": [c["document_id"] for c in first["cards"]]}]
+    res = answer(org, "and on Saturday?", now=NOW, history=hist)
+    assert res["debug"]["rewritten_query"] == "what's on Saturday"
+    assert [c["type"] for c in res["cards"]] == ["event"] and res["cards"][0]["title"] == "Amelie Lens @ Warehouse"
+    assert {s["document_role"] for s in res["sources"]} == {"event"}
+    assert any("the listing answers a question of constraints" in e for e in res["debug"]["explain"])
+    assert "Return policy" not in res["answer"]

@@ -192,7 +192,7 @@ _FRAME = compile_on_use(r"^\s*(?:what(?:'s|’s|\s+is|\s+are)?\s+(?:on|happening
                         r"what\s+(?:events|shows|gigs|concerts|parties)|any(?:thing)?\s+(?:on|happening)|"
                         r"(?:do|does|can)\s+(?:you|i|we)\b|show\s+me|i(?:'m|’m|\s+am)\s+(?:looking|after)|"
                         r"i\s+(?:need|want|would\s+like|'d\s+like)|tell\s+me\s+about|where\s+(?:can|do)\s+i|"
-                        r"how\s+(?:do|can)\s+i|looking\s+for|recommend|suggest)\b", re.I)
+                        r"how\s+(?:do|can)\s+i|looking\s+for|recommend|suggest|where(?:'s|’s|\s+is|\s+are))\b", re.I)
 
 
 @dataclass

@@ -950,6 +950,17 @@ def referents_step(s, t: Turn):
 
 def select_context_step(s, t: Turn):
     t.debug["fused"] = [dict(f) for f in t.boosted]
+    if t.legs.get("listing"):
+        # a question of constraints that documents meet ("what's on Saturday?"): those documents
+        # are the answer. The other legs searched with the constraint words alone ("Saturday"),
+        # and what they found beside the listing (the return policy, at 0.215) is chance
+        keep = {h.document_id for h in t.legs["listing"]} | set(t.pinned) | set(t.identity)
+        dropped = sorted({f["document_id"] for f in t.boosted if f["document_id"] not in keep})
+        if dropped:
+            t.boosted = [f for f in t.boosted if f["document_id"] in keep]
+            t.debug["listing_only"] = {"dropped_documents": dropped}
+            t.debug["explain"].append(f"the listing answers a question of constraints: {len(dropped)} other "
+                                      "document(s) the searches found left out")
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
 

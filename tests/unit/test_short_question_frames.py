@@ -21,3 +21,19 @@ def test_a_short_frame_with_its_own_time_is_a_topic_shift(q):
 def test_fragments_stay_follow_ups(q):
     t = classify(q, H)
     assert t.kind == FOLLOW_UP, (q, t)
+
+
+VOCAB = {"venues": ["Barutana", "Warehouse"], "cities": ["Belgrade"]}
+
+
+@pytest.mark.parametrize("q", ["where is Barutana?", "where's Barutana?", "Where is the Warehouse?"])
+def test_where_is_a_named_place_is_a_new_question(q):
+    # a complete question about a place of the organization's own, not a fragment of the dresses
+    t = classify(q, H, VOCAB)
+    assert t.kind == TOPIC_SHIFT, (q, t)
+
+
+@pytest.mark.parametrize("q", ["where is it?", "where are they?", "and where is Barutana?", "Barutana?"])
+def test_where_pointing_back_stays_a_follow_up(q):
+    t = classify(q, H, VOCAB)
+    assert t.kind == FOLLOW_UP, (q, t)
