@@ -324,10 +324,14 @@ class VocabularyIndex:
             return
         if all(t.isdigit() or t in _UNITS for t in toks):
             return
-        slot = self.index.setdefault(toks, {})
-        vals = slot.setdefault(kind, [])
-        if value not in vals:
-            vals.append(value)
+        keys = [toks]
+        if len(toks) > 1:  # "T-Shirts" is found as "tshirts" too
+            keys.append((stem("".join(toks)),))
+        for key in keys:
+            slot = self.index.setdefault(key, {})
+            vals = slot.setdefault(kind, [])
+            if value not in vals:
+                vals.append(value)
         self.maxlen = max(self.maxlen, len(toks))
 
     def find(self, q: str) -> list[Found]:
@@ -335,9 +339,14 @@ class VocabularyIndex:
         out: list[Found] = []
         i = 0
         while i < len(toks):
-            for n in range(min(self.maxlen, len(toks) - i), 0, -1):
+            for n in range(min(max(self.maxlen, 2), len(toks) - i), 0, -1):
                 key = tuple(t for t, _, _ in toks[i:i + n])
-                hit = self.index.get(key)
+                hit = self.index.get(key) if n <= self.maxlen else None
+                if n == 2 and _compound(q, toks[i], toks[i + 1]):
+                    # "t-shirts", "t shirts" for the label "Tshirts" (and "T-Shirt" beside it)
+                    joined = self.index.get((stem(q[toks[i][1]:toks[i][2]].lower() + toks[i + 1][0]),))
+                    if joined:
+                        hit = _merged(hit or {}, joined)
                 if hit:
                     s, e = toks[i][1], toks[i + n - 1][2]
                     for kind, vals in hit.items():
@@ -348,6 +357,18 @@ class VocabularyIndex:
             else:
                 i += 1
         return out
+
+
+def _merged(a: dict, b: dict) -> dict:
+    """Two index slots as one: each kind's values of both, in order, once."""
+    return {k: list(dict.fromkeys(a.get(k, []) + b.get(k, []))) for k in {**a, **b}}
+
+
+def _compound(q: str, a: tuple, b: tuple) -> bool:
+    """Two tokens that may be one word written apart: joined by a hyphen, or a one-letter first
+    part ("t shirt", "e bike")."""
+    between = q[a[2]:b[1]]
+    return between == "-" or (between == " " and a[2] - a[1] == 1)
 
 
 _index_cache: dict = {}
