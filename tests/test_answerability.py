@@ -226,3 +226,19 @@ def test_a_listing_answer_leaves_out_what_the_constraint_words_found_by_chance(k
     assert {s["document_role"] for s in res["sources"]} == {"event"}
     assert any("the listing answers a question of constraints" in e for e in res["debug"]["explain"])
     assert "Return policy" not in res["answer"]
+
+
+def test_a_follow_up_about_what_was_shown_keeps_to_it(kb_clean):
+    """"is the second one in stock?" is about the second card shown: the dress code page that
+    "dress" found beside it is not part of the answer."""
+    org = load_demo(NOW, log=lambda m: None)
+    set_settings(org, preset="search")
+    hist = []
+    for q in ("do you have the Crimson Evening Dress?", "anything cheaper?"):
+        r = answer(org, q, now=NOW, history=hist)
+        hist += [{"role": "user", "content": q}, {"role": "assistant", "content": r["answer"],
+                                                  "document_ids": [c["document_id"] for c in r["cards"]]}]
+    second = r["cards"][1]["title"]
+    res = answer(org, "is the second one in stock?", now=NOW, history=hist)
+    assert [c["title"] for c in res["cards"]] == [second], [c["title"] for c in res["cards"]]
+    assert res["debug"]["referents_only"]["dropped_documents"]

@@ -961,6 +961,17 @@ def select_context_step(s, t: Turn):
             t.debug["listing_only"] = {"dropped_documents": dropped}
             t.debug["explain"].append(f"the listing answers a question of constraints: {len(dropped)} other "
                                       "document(s) the searches found left out")
+    elif t.kind.refers_back and t.pinned and not policy.is_policy_question(t.question):
+        # "is the second one in stock?", "is it free?": about what the visitor points at. What
+        # the searches found beside it ("ship free" for "free") is not part of the answer; a
+        # policy question about it ("can I return it?") keeps the policy pages it finds
+        keep = set(t.pinned) | set(t.identity)
+        dropped = sorted({f["document_id"] for f in t.boosted if f["document_id"] not in keep})
+        if dropped:
+            t.boosted = [f for f in t.boosted if f["document_id"] in keep]
+            t.debug["referents_only"] = {"dropped_documents": dropped}
+            t.debug["explain"].append(f"a follow-up about what was shown: {len(dropped)} other document(s) the "
+                                      "searches found left out")
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
 
