@@ -954,26 +954,26 @@ def select_context_step(s, t: Turn):
         # a question of constraints that documents meet ("what's on Saturday?"): those documents
         # are the answer. The other legs searched with the constraint words alone ("Saturday"),
         # and what they found beside the listing (the return policy, at 0.215) is chance
-        keep = {h.document_id for h in t.legs["listing"]} | set(t.pinned) | set(t.identity)
-        dropped = sorted({f["document_id"] for f in t.boosted if f["document_id"] not in keep})
-        if dropped:
-            t.boosted = [f for f in t.boosted if f["document_id"] in keep]
-            t.debug["listing_only"] = {"dropped_documents": dropped}
-            t.debug["explain"].append(f"the listing answers a question of constraints: {len(dropped)} other "
-                                      "document(s) the searches found left out")
+        _keep_only(t, {h.document_id for h in t.legs["listing"]}, "listing_only",
+                   "the listing answers a question of constraints")
     elif t.kind.refers_back and t.pinned and not policy.is_policy_question(t.question):
         # "is the second one in stock?", "is it free?": about what the visitor points at. What
         # the searches found beside it ("ship free" for "free") is not part of the answer; a
         # policy question about it ("can I return it?") keeps the policy pages it finds
-        keep = set(t.pinned) | set(t.identity)
-        dropped = sorted({f["document_id"] for f in t.boosted if f["document_id"] not in keep})
-        if dropped:
-            t.boosted = [f for f in t.boosted if f["document_id"] in keep]
-            t.debug["referents_only"] = {"dropped_documents": dropped}
-            t.debug["explain"].append(f"a follow-up about what was shown: {len(dropped)} other document(s) the "
-                                      "searches found left out")
+        _keep_only(t, set(), "referents_only", "a follow-up about what was shown")
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
+
+
+def _keep_only(t: Turn, keep: set, key: str, why: str) -> None:
+    """Leave out of the answer every document but ``keep`` and those pinned or named; the
+    trace's ``key`` lists what was left out."""
+    keep = keep | set(t.pinned) | set(t.identity)
+    dropped = sorted({f["document_id"] for f in t.boosted if f["document_id"] not in keep})
+    if dropped:
+        t.boosted = [f for f in t.boosted if f["document_id"] in keep]
+        t.debug[key] = {"dropped_documents": dropped}
+        t.debug["explain"].append(f"{why}: {len(dropped)} other document(s) the searches found left out")
 
 
 def answerability_step(s, t: Turn):
