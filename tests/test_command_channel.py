@@ -62,3 +62,22 @@ def test_the_in_process_drain_listens_on_no_channel(kb_clean, kb_drain):
     queue("ingest").enqueue("tests.test_command_channel.channels_job", key)
     kb_drain()
     assert get_redis().get(key) == b"none"  # while the job ran, no worker channel was open
+
+
+def test_an_awake_channel_ends_even_when_the_stop_is_preempted_after_its_unsubscribe(kb_services):
+    """The loaded-machine race, made certain: the stopping thread loses its core right after
+    sending the unsubscribe, and the channel thread reads the confirmation first."""
+    worker = HeartbeatWorker([queue("webhook")], connection=get_redis())
+    worker.subscribe()
+    _wait(lambda: worker.pubsub.subscribed)
+    send = worker.pubsub.unsubscribe
+
+    def preempted_unsubscribe(*args, **kwargs):
+        result = send(*args, **kwargs)
+        _wait(lambda: not worker.pubsub.subscribed)
+        time.sleep(0.3)  # the channel thread has read the reply and looped back
+        return result
+
+    worker.pubsub.unsubscribe = preempted_unsubscribe
+    worker.unsubscribe()
+    assert not worker.pubsub_thread.is_alive()

@@ -18,16 +18,32 @@ import logging
 log = logging.getLogger("kbframework.jobs.command_channel")
 
 STOP_WAIT_SECONDS = 1.0
+# an awake thread (reading its socket) ends as soon as it reads the unsubscribe reply; under a
+# fully loaded machine that read can wait a second or more for a core, so it gets longer
+AWAKE_WAIT_SECONDS = 10.0
 
 
-def stop_channel(pubsub, thread, wait: float = STOP_WAIT_SECONDS) -> bool:
-    """Unsubscribe and stop ``thread`` within about ``wait`` seconds; True when it ended."""
-    pubsub.unsubscribe()
+def _clear_running_flag(thread) -> None:
     try:
-        thread.stop(timeout=wait)
+        thread.stop(timeout=0)
     except TypeError:  # redis-py before 6: stop() only clears the flag
         thread.stop()
-    thread.join(timeout=wait)
+
+
+def stop_channel(pubsub, thread, wait: float = STOP_WAIT_SECONDS,
+                 awake_wait: float = AWAKE_WAIT_SECONDS) -> bool:
+    """Stop ``thread`` and unsubscribe; True when the thread ended.
+
+    The flag is cleared *before* the unsubscribe is sent, so the thread that reads the
+    confirmation finds it cleared and ends: no race with the reply (RQ's order, unsubscribe
+    then stop, lost it on a loaded machine and sent the thread back to its 60-second poll).
+    A thread already waiting for a subscription is given only ``wait``.
+    """
+    awake = bool(pubsub.subscribed)
+    _clear_running_flag(thread)
+    if thread.is_alive():
+        pubsub.unsubscribe()
+    thread.join(timeout=awake_wait if awake else wait)
     if thread.is_alive():
         log.info("the command channel's thread is still asleep; it closes its connection when it wakes")
         return False
