@@ -562,3 +562,23 @@ def test_config_validation_and_paging(kb_admin, store):
 
     with pytest.raises(BlockedAddress):
         list(conn.fetch_all(cfg, SyncContext(organization_id=kb_admin.org["id"])))
+
+
+def test_an_unmapped_colour_attribute_filters_the_catalogue(kb_admin, store):
+    """WooCommerce's sample shop maps nothing: its Color attribute alone answers 'in blue?'."""
+    allow_private(kb_admin.org["id"])
+    shop_preset(kb_admin)
+    synced(kb_admin, store)
+
+    def ask(question, session="colours"):
+        r = kb_admin.post("/api/admin/v1/chat", json={"question": question, "session_id": session})
+        assert r.status_code == 200, r.get_data(as_text=True)
+        return r.get_json()
+
+    out = ask("any hoodies in blue?")
+    assert {c["title"] for c in out["cards"]} == {"Hoodie", "Hoodie with Logo"}  # not the zipper one
+    assert out["debug"]["filters"]["merged"]["tags"] == ["Blue"]
+    out = ask("what about in green?")
+    assert [c["title"] for c in out["cards"]] == ["Hoodie"]  # still hoodies, now green
+    out = ask("is there anything yellow?", session="another")
+    assert [c["title"] for c in out["cards"]] == ["Cap"]

@@ -317,7 +317,18 @@ def test_unmapped_defaults(simple_product):
     assert "Supplier code" not in text  # hidden, not a variation attribute
     assert "Warranty" not in text and "gtin" not in d.metadata  # meta: ignored unless mapped
     assert d.metadata["attributes"]["Color"] == ["Black", "White"]
-    assert d.tags == ["Summer"]
+    # an unmapped colour is a filter too ("any in white?"); material and logo are not
+    assert d.tags == ["Summer", "Black", "White"]
+
+
+def test_a_mapped_colour_attribute_keeps_its_mapping(simple_product):
+    d = product_to_draft(rich_product(simple_product), None, {"attributes": {"Color": "text+metadata"}})
+    assert d.tags == ["Summer"] and "Color: Black, White" in d.normalized_content
+    p = rich_product(simple_product)
+    p["attributes"][0].update(name="Colour", visible=False, variation=False)
+    assert product_to_draft(p, None, {}).tags == ["Summer"]  # hidden from shoppers: ignored
+    p["attributes"][0].update(name="Farbe", slug="pa_colour", visible=True)
+    assert product_to_draft(p, None, {}).tags == ["Summer", "Black", "White"]
 
 
 def test_mapping_validation_and_fingerprint():

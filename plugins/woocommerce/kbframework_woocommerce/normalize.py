@@ -55,8 +55,9 @@ Each target is ``text``, ``metadata``, ``tags``, ``ignore``, ``column:<name>`` o
 * ``attributes`` keys match the attribute name or its slug (``pa_color``),
   case-insensitively. Unmapped attributes that the shopper sees — ``visible`` ones and
   the ones used for variations, which the product form shows even when "Visible on the
-  product page" is unticked — default to ``text+metadata``; other unmapped attributes
-  are ignored.
+  product page" is unticked — default to ``text+metadata``, and a colour attribute
+  (``Color``, ``Colour``, ``pa_color``) to ``text+metadata+tags`` so that it filters;
+  other unmapped attributes are ignored.
 * ``meta`` keys are ``meta_data[].key``. Unmapped meta keys are ignored (keys starting
   with ``_`` are WordPress/plugin internals and are only used when mapped explicitly).
   A key present several times yields a list.
@@ -88,7 +89,7 @@ try:  # the shared helper, when the host has it
 except ImportError:  # an older host without it
     _shared_html_to_text = None
 
-NORMALIZER_VERSION = 1
+NORMALIZER_VERSION = 2  # 2: an unmapped colour attribute is a tag too
 DOCUMENT_TYPE = "woo_product"
 DOCUMENT_ROLE = "product"
 
@@ -427,6 +428,20 @@ def _acf_values(product: dict, meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# colour is how shoppers narrow a catalogue ("any in blue?"), so an unmapped colour attribute
+# is a filter as well; other shown attributes (sizes "S", "M", materials) stay text+metadata,
+# since a one-letter label would turn ordinary words into filters
+_COLOUR_ATTRIBUTES = {"color", "colour", "colors", "colours"}
+
+
+def _default_attribute_target(attr: dict) -> dict:
+    shown = attr.get("visible", True) or attr.get("variation", False)
+    if not shown:
+        return parse_target("ignore")
+    names = {_attr_key(_plain(attr.get("name"))), _attr_key(attr.get("slug") or "")}
+    return parse_target("text+metadata+tags" if names & _COLOUR_ATTRIBUTES else "text+metadata")
+
+
 def _attr_key(name: str) -> str:
     key = (name or "").strip().lower()
     return key[3:] if key.startswith("pa_") else key
@@ -504,8 +519,7 @@ def product_to_draft(product: dict, variations: Optional[list[dict]], mapping: O
         target = attr_map.get(_attr_key(attr_name)) or attr_map.get(_attr_key(attr.get("slug") or "")) \
             or attr_map.get(_slug(attr_name))
         if target is None:
-            shown = attr.get("visible", True) or attr.get("variation", False)
-            target = parse_target("text+metadata" if shown else "ignore")
+            target = _default_attribute_target(attr)
         if target["text"]:
             attr_lines.append(f"{attr_name}: {', '.join(options)}")
         if target["metadata"]:
