@@ -242,3 +242,20 @@ def test_a_follow_up_about_what_was_shown_keeps_to_it(kb_clean):
     res = answer(org, "is the second one in stock?", now=NOW, history=hist)
     assert [c["title"] for c in res["cards"]] == [second], [c["title"] for c in res["cards"]]
     assert res["debug"]["referents_only"]["dropped_documents"]
+
+
+def test_a_follow_up_keeps_its_own_constraint_when_the_rewrite_loses_it(kb_clean):
+    """"any free ones?" after the weekend's listing is rewritten "what is on this weekend free",
+    where "free" alone is no price: the follow-up's own words still say price 0, and it picks
+    among the events shown."""
+    org = load_demo(NOW, log=lambda m: None)
+    set_settings(org, preset="search")
+    first = answer(org, "what is on this weekend?", now=NOW)
+    assert len(first["cards"]) >= 2
+    hist = [{"role": "user", "content": "what is on this weekend?"},
+            {"role": "assistant", "content": first["answer"],
+             "document_ids": [c["document_id"] for c in first["cards"]]}]
+    res = answer(org, "any free ones?", now=NOW, history=hist)
+    assert res["debug"]["filters"]["merged"]["price_max"] == 0
+    assert [c["title"] for c in res["cards"]] == ["Open-Air Sunday Sessions"]
+    assert any("read from the follow-up's own words: price_max" in e for e in res["debug"]["explain"])

@@ -90,6 +90,10 @@ def zero(flag=True):
     return check
 
 
+def _only(res, title):
+    assert titles(res) == [title], titles(res)
+
+
 def only_events():
     def check(res, prev):
         assert res["cards"] and all(c["type"] == "event" for c in res["cards"]), titles(res)
@@ -243,6 +247,15 @@ CONVERSATIONS = [
     ("session: cheaper", "shopping", [
         ("Crimson Evening Dress", first("Crimson Evening Dress")),
         ("anything cheaper?", all_of(lacks("Crimson Evening Dress"), filt(price_max=88.99)))]),
+    ("session: which of those", "events", [
+        ("what is on this weekend?", has("Techno Bunker Saturday", "Jazz Saturday Novi Sad")),
+        # picks among what was shown by its own constraint, not all that was shown
+        ("any ones under €20?", all_of(is_kind("follow_up"), has("Jazz Saturday Novi Sad", "Novi Sad Techno Weekender"),
+                                        lacks("Techno Bunker Saturday", "Techno Marathon Sunday"), filt(price_max=20)))]),
+    ("session: is the first one", "shopping", [
+        ("red dresses", first("Red Linen Midi Dress")),
+        # a yes/no about the first one shown: it alone, even though its rewrite is all constraints
+        ("is the first one under 50?", lambda res, prev: _only(res, "Red Linen Midi Dress"))]),
     ("session: topic shift", "search", [
         ("dresses under 50", has("Red Summer Dress")),
         ("what is on tonight?", all_of(is_kind("topic_shift"), lacks("Red Summer Dress", "Red Linen Midi Dress")))]),

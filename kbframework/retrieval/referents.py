@@ -52,6 +52,9 @@ def facts(session, doc_ids: list[str]) -> dict:
                    "event_start": r[4], "tags": list(r[5] or []), "sku": r[6]} for r in rows}
 
 
+ALL_SHOWN = "everything the previous answer showed"
+
+
 def pick(shown: list[str], info: dict, turn, tz: str | None = None) -> tuple[list[str], str]:
     """The shown documents a follow-up points at: one by position, weekday, word or extreme,
     else all of them in the order shown."""
@@ -84,7 +87,7 @@ def pick(shown: list[str], info: dict, turn, tz: str | None = None) -> tuple[lis
                                                              | {stem(x.lower()) for x in info[d]["tags"]})]
             if hits:
                 return hits, f"the '{turn.selector}' one of the previous answer"
-    return shown, "everything the previous answer showed"
+    return shown, ALL_SHOWN
 
 
 def comparative_bound(turn, shown: list[str], info: dict) -> dict:

@@ -150,7 +150,7 @@ class Prefilter:
         for k in ("past", "price_min", "price_max", "categories", "tags", "in_stock", "city",
                   "venue", "roles", "source_types", "label_groups"):
             v = getattr(self, k)
-            if v not in (None, [], False):
+            if v is not None and v is not False and v != []:  # a price of 0 ("free") is shown
                 out[k] = v
         return out
 

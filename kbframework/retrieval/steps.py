@@ -662,6 +662,7 @@ def extract_filters_step(s, t: Turn):
     fctx["vocabulary"] = t.vocab
     if t.use_filters:
         t.parts, errors = extract_filter_parts(t.query, fctx)
+        t.parts += _constraints_the_rewrite_lost(s, t, t.parts)
     else:
         t.parts, errors = [], []
     t.pf = merge_parts(t.ctx.org.id, t.now, t.parts)
@@ -672,6 +673,24 @@ def extract_filters_step(s, t: Turn):
     t.debug["search_text"] = t.text_q
     t.debug["explain"].extend(explain(t.parts, t.pf, t.ctx.tz))
     return {"parts": t.debug["filters"]["parts"], "search_text": t.text_q, "errors": errors}
+
+
+def _constraints_the_rewrite_lost(s, t: Turn, parts: list) -> list:
+    """A rewritten follow-up can lose its own constraint's phrase: "any free ones?" after the
+    weekend's listing becomes "what is on this weekend free", where "free" alone is no price.
+    The follow-up's own words are read too (rules only: no second model call), and a field
+    the rewrite did not find is taken from them."""
+    if not t.query or t.query.strip().lower() == t.question.strip().lower():
+        return []
+    fctx = filter_context(s, t.ctx, t.now, [])
+    fctx.update(vocabulary=t.vocab, rules_only=True)
+    own, _ = extract_filter_parts(t.question, fctx)
+    have = {p.field for p in parts if not getattr(p, "dropped", None)}
+    lost = [p for p in own if not getattr(p, "dropped", None) and p.field not in have]
+    if lost:
+        t.debug["explain"].append("read from the follow-up's own words: "
+                                  + ", ".join(f"{p.field} ('{p.matched}')" for p in lost))
+    return lost
 
 
 def inherit_filters_step(s, t: Turn):
@@ -935,10 +954,16 @@ def referents_step(s, t: Turn):
     out = {"shown": t.shown, "picked": chosen, "how": how, "first": []}
     if chosen:
         # what the visitor points at is shown whatever this turn's filters say ("is the second
-        # one in stock?" must find it out of stock, not hide it)
-        loose = Prefilter(organization_id=t.pf.organization_id, now=t.pf.now, past=t.pf.past)
-        t.boosted, pinned = conversation.pin_documents(s, loose, t.boosted, chosen,
+        # one in stock?" must find it out of stock, not hide it); "any free ones?" picks among
+        # what was shown by its own constraint, so there the filters hold
+        among = _selects_among_shown(t, how)
+        pf = t.pf if among else Prefilter(organization_id=t.pf.organization_id, now=t.pf.now, past=t.pf.past)
+        t.boosted, pinned = conversation.pin_documents(s, pf, t.boosted, chosen,
                                                        why="a follow-up about what the previous answer showed")
+        if among:
+            out["selected_by"] = among
+            t.debug["explain"].append(f"picks among what was shown by its own words ({', '.join(among)}): "
+                                      f"{len(pinned)} of {len(chosen)} pass")
         t.pinned = pinned
         out["first"] = pinned
         if pinned:
@@ -948,19 +973,35 @@ def referents_step(s, t: Turn):
     return out
 
 
+_R_SELECTS = re.compile(r"\b(?:any|which|only|ones|those\s+that|the\s+ones)\b", re.I)
+
+
+def _selects_among_shown(t: Turn, how: str) -> list[str]:
+    """The constraint words a follow-up picks among all that was shown with ("any free ones?",
+    "which are under 30?"); empty for a yes/no question about it ("are they in stock?") or a
+    pick by position, weekday or name."""
+    if how != referents.ALL_SHOWN or not _R_SELECTS.search(t.question):
+        return []
+    q = t.question.lower()
+    return [p.matched for p in t.parts
+            if not getattr(p, "dropped", None) and p.matched and p.field != "currency" and p.matched.lower() in q]
+
+
 def select_context_step(s, t: Turn):
     t.debug["fused"] = [dict(f) for f in t.boosted]
-    if t.legs.get("listing"):
+    if t.kind.refers_back and t.pinned and not policy.is_policy_question(t.question):
+        # "is the second one in stock?", "is it free?", "any free ones?": about what the visitor
+        # points at, even when the rewrite is all constraints ("is the first one under 50?" is
+        # about the first one, not every dress under 50). What the searches found beside it
+        # ("ship free" for "free") is not part of the answer; a policy question about it ("can
+        # I return it?") keeps the policy pages it finds
+        _keep_only(t, set(), "referents_only", "a follow-up about what was shown")
+    elif t.legs.get("listing"):
         # a question of constraints that documents meet ("what's on Saturday?"): those documents
         # are the answer. The other legs searched with the constraint words alone ("Saturday"),
         # and what they found beside the listing (the return policy, at 0.215) is chance
         _keep_only(t, {h.document_id for h in t.legs["listing"]}, "listing_only",
                    "the listing answers a question of constraints")
-    elif t.kind.refers_back and t.pinned and not policy.is_policy_question(t.question):
-        # "is the second one in stock?", "is it free?": about what the visitor points at. What
-        # the searches found beside it ("ship free" for "free") is not part of the answer; a
-        # policy question about it ("can I return it?") keeps the policy pages it finds
-        _keep_only(t, set(), "referents_only", "a follow-up about what was shown")
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
 
