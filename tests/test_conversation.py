@@ -208,6 +208,9 @@ CONVERSATIONS = [
         ("jackets", None), ("assistant:The Blue Denim Jacket is €59.", None),
         ("something cheaper?", all_of(is_kind("follow_up"), lacks("Blue Denim Jacket"), filt(price_max=58.99)))]),
     # --- referents from plain history (written replies, no document ids)
+    ("plain: Monday is not Sunday's late night", "events", [
+        # the Sunday marathon runs to 06:00 on Monday, past the 05:00 cut-off: it is Sunday's night
+        ("what's on Monday?", all_of(has("Sunrise Techno Monday"), lacks("Techno Marathon Sunday")))]),
     ("plain: link of tomorrow's nights", "events", [
         ("what's on tomorrow?", None), ("assistant:" + TOMORROW, None),
         ("what's the link?", all_of(lambda r, p: titles(r)[:2] == ["Techno Tomorrow Club", "Jazz Evening Tomorrow"],
@@ -256,6 +259,10 @@ CONVERSATIONS = [
         ("red dresses", first("Red Linen Midi Dress")),
         # a yes/no about the first one shown: it alone, even though its rewrite is all constraints
         ("is the first one under 50?", lambda res, prev: _only(res, "Red Linen Midi Dress"))]),
+    ("session: a detail of nothing shown", "events", [
+        ("techno next week under €5", zero(True)),
+        # nothing was shown to ask a detail of: a question of its own, not "next week under €5 free"
+        ("is there anything free?", all_of(is_kind("topic_shift"), filt(date_start=None, price_max=0)))]),
     ("session: topic shift", "search", [
         ("dresses under 50", has("Red Summer Dress")),
         ("what is on tonight?", all_of(is_kind("topic_shift"), lacks("Red Summer Dress", "Red Linen Midi Dress")))]),

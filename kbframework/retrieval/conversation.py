@@ -307,7 +307,7 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
         t.refers_back = True
     elif not subject and not frame and (own_constraints or own_places) and len(words) <= 6:
         t.kind, t.reason = FOLLOW_UP, "an ellipsis: only constraints, the subject comes from before"
-    elif not subject and len(words) <= 8 and _asks_attribute(question):
+    elif not subject and len(words) <= 8 and _asks_attribute(question) and not _nothing_shown(history):
         t.kind, t.reason = FOLLOW_UP, "asks about a detail of what was shown, without its own subject"
         t.refers_back = _asks_shown_fact(question, subject)
     elif not subject and len(words) <= 3 and not (frame and (own_constraints or own_places)):
@@ -333,6 +333,14 @@ def _asks_shown_fact(question: str, subject: list[str]) -> bool:
     version?", which ask for another document."""
     asked = {w.strip("?.!,'’").lower() for w in question.split()} & ATTRIBUTE_NOUNS
     return not subject and bool(asked & SHOWN_FACTS) and not (asked - SHOWN_FACTS - {"one", "ones", "more"})
+
+
+def _nothing_shown(history: list[dict]) -> bool:
+    """The previous answer showed no document (a fallback): "is there anything free?" then
+    asks about nothing shown, so it is a question of its own. Plain history without document
+    ids says nothing either way."""
+    last = next((m for m in reversed(history or []) if m.get("role") == "assistant"), None)
+    return last is not None and "document_ids" in last and not last["document_ids"]
 
 
 def _asks_attribute(question: str) -> bool:

@@ -399,6 +399,11 @@ def _residual(query: str, parts: list[FilterPart]) -> str:
             i = out.lower().find(p.matched.lower())
             if i >= 0:
                 out = out[:i] + " " + out[i + len(p.matched):]
+            else:  # a rewrite can split the phrase ("anything free" → "anything on Monday free")
+                words = [re.compile(rf"(?<![\w-]){re.escape(w)}(?![\w-])", re.I) for w in p.matched.split()]
+                if words and all(w.search(out) for w in words):
+                    for w in words:
+                        out = w.sub(" ", out, count=1)
     return " ".join(out.split()).strip(" ,;?!.")
 
 

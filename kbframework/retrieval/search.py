@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import text
 
@@ -83,11 +83,16 @@ class Prefilter:
         if self.past:
             conds[3] = "(d.expires_at IS NULL OR d.expires_at > :now OR d.event_start IS NOT NULL)"
         if self.date_start is not None:
-            # overlap: starts before the range ends and ends after it starts; no end → by start
+            # overlap: starts before the range ends and ends after it starts; no end → by start.
+            # A night that began before a day the visitor names and ran past its cut-off
+            # (Sunday 22:00 – Monday 06:00) belongs to the evening it started, not to "Monday";
+            # what is under way in a range that holds now ("tonight" at 01:00) still counts
             conds.append("(d.event_start IS NULL OR (d.event_start < :range_end AND "
                          "CASE WHEN d.event_end IS NULL THEN d.event_start >= :range_start "
-                         "ELSE d.event_end > :range_start END))")
-            p.update(range_start=self.date_start, range_end=self.date_end)
+                         "ELSE d.event_end > :range_start AND (d.event_start >= :range_start "
+                         "OR d.event_end > :spill_until) END))")
+            p.update(range_start=self.date_start, range_end=self.date_end,
+                     spill_until=spill_until(self.date_start, self.date_end, self.now))
         elif not self.past:
             conds.append("(d.event_start IS NULL OR coalesce(d.event_end, d.event_start) >= :now)")
         if self.start_after is not None:
@@ -153,6 +158,17 @@ class Prefilter:
             if v is not None and v is not False and v != []:  # a price of 0 ("free") is shown
                 out[k] = v
         return out
+
+
+# how long into a named day a night that began the evening before must still run to be part
+# of that day (a festival running on), rather than the previous night's late end
+NIGHT_SPILL = timedelta(hours=6)
+
+
+def spill_until(range_start: datetime, range_end: datetime, now: datetime) -> datetime:
+    """For a range that does not hold ``now``, the end an earlier-starting event must pass."""
+    holds_now = range_start <= now < range_end
+    return range_start if holds_now else range_start + NIGHT_SPILL
 
 
 @dataclass
