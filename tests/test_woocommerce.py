@@ -582,3 +582,16 @@ def test_an_unmapped_colour_attribute_filters_the_catalogue(kb_admin, store):
     assert [c["title"] for c in out["cards"]] == ["Hoodie"]  # still hoodies, now green
     out = ask("is there anything yellow?", session="another")
     assert [c["title"] for c in out["cards"]] == ["Cap"]
+
+
+def test_a_gift_for_a_music_fan_is_the_music_category(kb_admin, store):
+    """"gift", "fan", "lover" say what kind of answer is wanted: beside the label 'Music' the
+    question is all constraints, and the category's products are the answer (not the fallback)."""
+    allow_private(kb_admin.org["id"])
+    shop_preset(kb_admin)
+    synced(kb_admin, store)
+    for q in ("I need a gift for a music fan", "something for a music lover?"):
+        out = chat(kb_admin, q)
+        assert out["debug"]["reason"] is None, (q, out["debug"].get("gate"))
+        assert {c["title"] for c in out["cards"]} == {"Album", "Single"}, q
+    assert chat(kb_admin, "do you have gift cards?")["debug"]["reason"] == "no_results_above_threshold"

@@ -407,8 +407,12 @@ def _residual(query: str, parts: list[FilterPart]) -> str:
     return " ".join(out.split()).strip(" ,;?!.")
 
 
+# words that say what kind of answer is wanted, not what it is about: with a label or a bound
+# beside them ("a gift for a music fan", "ideas for a coffee lover"), the filters say it all
 _GENERIC = frozenset("event events thing things stuff item items product products option options plans "
-                     "happening going fun party parties".split())
+                     "happening going fun party parties gift gifts present presents idea ideas fan fans "
+                     "lover lovers enthusiast enthusiasts someone somebody recommend recommendation "
+                     "recommendations suggest suggestion suggestions".split())
 
 
 def has_content(text_: str, generic: bool = False) -> bool:
