@@ -224,8 +224,14 @@ def test_pre_filter_empty_no_llm_call_and_labelled_alternatives(kb_org, fake_llm
     assert res["cards"] == [] and res["sources"] == []
     assert "answer" not in fake_llm.calls  # no LLM call with an empty context
     alt = res["alternatives"]
-    assert alt["label"] == "No exact matches — here are some alternatives"
-    assert alt["cards"] and all("Techno" in c["title"] for c in alt["cards"])
+    # only the price left nothing: next month's techno at the nearest price
+    assert alt["label"] == "Nothing at that price — the nearest prices"
+    assert [c["title"] for c in alt["cards"]] == ["Cheap Techno Next Week"]
+    res = answer(kb_org["id"], "jazz next week under €5", mode="events", now=NOW)
+    assert res["debug"]["reason"] == "pre_filter_empty"
+    alt = res["alternatives"]  # no jazz next week at any price: a search without the filters
+    assert alt["label"] == "No exact matches — here are some alternatives" and "relaxed" not in alt
+    assert "Jazz Evening Tomorrow" in [c["title"] for c in alt["cards"]]
     with session_scope() as s:
         row = s.scalar(select(ChatLog).where(ChatLog.id == res["message_id"]))
         assert row.zero_result is True and row.reason == "pre_filter_empty"

@@ -595,3 +595,19 @@ def test_a_gift_for_a_music_fan_is_the_music_category(kb_admin, store):
         assert out["debug"]["reason"] is None, (q, out["debug"].get("gate"))
         assert {c["title"] for c in out["cards"]} == {"Album", "Single"}, q
     assert chat(kb_admin, "do you have gift cards?")["debug"]["reason"] == "no_results_above_threshold"
+
+
+def test_a_price_that_leaves_nothing_offers_the_nearest_prices(kb_admin, store):
+    allow_private(kb_admin.org["id"])
+    shop_preset(kb_admin)
+    synced(kb_admin, store)
+    out = chat(kb_admin, "accessories under 15")  # the cheapest accessory is the Cap at 16
+    assert out["debug"]["reason"] == "pre_filter_empty" and out["cards"] == []
+    alt = out["alternatives"]
+    assert alt["relaxed"] == ["price"] and alt["label"] == "Nothing at that price — the nearest prices"
+    assert [c["title"] for c in alt["cards"]] == ["Cap", "Beanie", "Beanie with Logo"]  # 16, 18, 18
+    # the other constraints hold: a red hoodie, not the cheapest red things
+    assert [c["title"] for c in chat(kb_admin, "red hoodie under 10")["alternatives"]["cards"]] == ["Hoodie"]
+    # not the price's fault: the usual alternatives without filters
+    out = chat(kb_admin, "sunglasses under 50 in stock")
+    assert "relaxed" not in (out.get("alternatives") or {})

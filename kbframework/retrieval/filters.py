@@ -451,6 +451,35 @@ def listing_hits(session, pf: Prefilter, k: int = 20) -> list:
     return [Hit(r[0], str(r[1]), i + 1, 0.0, "listing") for i, r in enumerate(rows)]
 
 
+def nearest_price_hits(session, pf: Prefilter, k: int = 3) -> list:
+    """When only the price bound left nothing ("accessories under €15"): the products and
+    events that meet every other constraint, nearest to the bound first (the cheapest for a
+    maximum, the dearest for a minimum)."""
+    from dataclasses import replace
+
+    from kbframework.retrieval.search import Hit, bind
+
+    if pf.price_max is None and pf.price_min is None:
+        return []
+    relaxed = replace(pf, price_max=None, price_min=None)
+    where, p = relaxed.sql()
+    if pf.price_max is not None:
+        price, order = "coalesce(kb_num(d.metadata->>'price_min'), kb_num(d.metadata->>'price'))", "ASC"
+    else:
+        price, order = "coalesce(kb_num(d.metadata->>'price_max'), kb_num(d.metadata->>'price'))", "DESC"
+    p.update(k=k, lroles=tuple(FILTERED_ROLES))
+    rows = session.execute(bind(
+        f"SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, {price} AS price, d.title FROM chunks c "
+        "JOIN documents d ON d.id = c.document_id WHERE c.organization_id = :org AND d.document_role IN :lroles "
+        f"AND {where} ORDER BY d.id, c.chunk_index) x WHERE x.price IS NOT NULL "
+        f"ORDER BY x.price {order}, x.title LIMIT :k", p), p).all()
+    nearest = float(rows[0][2]) if rows else None
+    if nearest is None or (pf.price_max is not None and nearest <= pf.price_max) \
+            or (pf.price_min is not None and nearest >= pf.price_min):
+        return []  # something meets the price: it was not the price that left nothing
+    return [Hit(r[0], str(r[1]), i + 1, 0.0, "nearest_price") for i, r in enumerate(rows)]
+
+
 def search_text(query: str, parts: list[FilterPart]) -> str:
     """The query the two legs search with: the applied date, price and stock phrases removed
     (the pre-filter enforces them; left in, "under €30" matches "30 days" in a return policy).

@@ -266,7 +266,8 @@ def fold(s: str) -> str:
 
 
 def stem(w: str) -> str:
-    """A light English singular: dresses → dress, knives → knif(e), boots → boot."""
+    """A light English singular: dresses → dress, knives → knif(e), boots → boot; hoodie and
+    hoodies both → hoody (a key to compare words by, not a word to show)."""
     w = w.replace("’", "'")
     if w.endswith("'s") or w.endswith("s'"):
         w = w[:-2]
@@ -274,6 +275,8 @@ def stem(w: str) -> str:
         return w
     if w.endswith("ies") and len(w) > 4:
         return w[:-3] + "y"
+    if w.endswith("ie") and len(w) > 3:  # hoodie, beanie: their plurals above end in y
+        return w[:-2] + "y"
     if w.endswith(("sses", "shes", "ches", "xes", "zes")):
         return w[:-2]
     if w.endswith("ves") and len(w) > 4:

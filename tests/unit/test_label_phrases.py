@@ -3,7 +3,7 @@ question's hyphenated or spaced form and the other way round ("t-shirts" for Woo
 sample category "Tshirts"), and nothing else is glued together."""
 import pytest
 
-from kbframework.retrieval.phrases import VocabularyIndex
+from kbframework.retrieval.phrases import VocabularyIndex, stem
 
 V = VocabularyIndex({"tags": ["T-Shirt", "red"], "categories": ["Clothing > Tshirts", "Hoodies", "E-Books"],
                      "venues": ["Barutana"]})
@@ -26,3 +26,10 @@ def test_a_hyphenated_label_is_found_written_together(q, label):
 @pytest.mark.parametrize("q", ["at shirts", "a pen nant", "what shirts", "hood ies"])
 def test_words_are_not_glued_without_a_hyphen_or_a_one_letter_part(q):
     assert not {f for f in found(q) if f[1] in ("T-Shirt", "Clothing > Tshirts", "Hoodies")}, q
+
+
+def test_a_singular_ending_in_ie_finds_its_plural_label_and_back():
+    idx = VocabularyIndex({"categories": ["Clothing > Hoodies", "Beanie"], "version": "ie"})
+    assert [f.value for f in idx.find("a red hoodie")] == [["Clothing > Hoodies"]]
+    assert [f.value for f in idx.find("any beanies?")] == [["Beanie"]]
+    assert stem("parties") == stem("party") and stem("tie") == "tie"
