@@ -227,9 +227,16 @@ def test_pre_filter_empty_no_llm_call_and_labelled_alternatives(kb_org, fake_llm
     # only the price left nothing: next month's techno at the nearest price
     assert alt["label"] == "Nothing at that price — the nearest prices"
     assert [c["title"] for c in alt["cards"]] == ["Cheap Techno Next Week"]
+    # only the time left nothing: the jazz nearest that weekend, at any price under the bound
+    res = answer(kb_org["id"], "jazz this weekend under €20", mode="events", now=NOW)
+    assert res["debug"]["reason"] == "pre_filter_empty"
+    alt = res["alternatives"]
+    assert alt["label"] == "Nothing at that time — the nearest dates" and alt["relaxed"] == ["date_range"]
+    assert [c["title"] for c in alt["cards"]] == ["Jazz Evening Tomorrow"]
+    # neither alone: a search without the filters
     res = answer(kb_org["id"], "jazz next week under €5", mode="events", now=NOW)
     assert res["debug"]["reason"] == "pre_filter_empty"
-    alt = res["alternatives"]  # no jazz next week at any price: a search without the filters
+    alt = res["alternatives"]
     assert alt["label"] == "No exact matches — here are some alternatives" and "relaxed" not in alt
     assert "Jazz Evening Tomorrow" in [c["title"] for c in alt["cards"]]
     with session_scope() as s:
@@ -263,8 +270,14 @@ def test_filters_that_leave_nothing_similar_offer_closest_matches(shop):
     set_settings(shop["id"], similarity_floor=0.9)
     res = ask(shop, "jazz this weekend", mode="events")
     assert res["debug"]["reason"] == "no_results_above_threshold" and res["cards"] == []
+    # no jazz this weekend: the jazz nearest it, the weekend's time window given up
     assert "Jazz Evening Tomorrow" in titles(res["alternatives"]["cards"])
+    assert res["debug"]["alternatives"]["relaxed"] == ["date_range"]
+    # jazz tomorrow exists, only not similar enough: the time is not what to give up
+    res = ask(shop, "saxophone jazz tomorrow", mode="events")
+    assert res["debug"]["reason"] == "no_results_above_threshold"
     assert res["debug"]["alternatives"]["without_filters"] is True
+    assert "Jazz Evening Tomorrow" in titles(res["alternatives"]["cards"])
 
 
 # --------------------------------------------------------------------------- context

@@ -480,6 +480,30 @@ def nearest_price_hits(session, pf: Prefilter, k: int = 3) -> list:
     return [Hit(r[0], str(r[1]), i + 1, 0.0, "nearest_price") for i, r in enumerate(rows)]
 
 
+def nearest_event_hits(session, pf: Prefilter, k: int = 3) -> list:
+    """When the time window left nothing ("anything on Monday?", "techno on Thursday?"): the
+    events still to come that meet every other constraint, nearest to the window first (the
+    Sunday before a Monday, the Saturday after a Thursday)."""
+    from dataclasses import replace
+
+    from kbframework.retrieval.search import Hit, bind
+
+    if pf.date_start is None or pf.date_end is None or pf.past:
+        return []
+    relaxed = replace(pf, date_start=None, date_end=None)
+    where, p = relaxed.sql()
+    p.update(k=k, rs=pf.date_start, re_=pf.date_end)
+    rows = session.execute(bind(
+        "SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, d.event_start, d.title, d.event_end "
+        "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.organization_id = :org "
+        f"AND d.document_role = 'event' AND d.event_start IS NOT NULL AND {where} ORDER BY d.id, c.chunk_index) x "
+        "ORDER BY least(abs(extract(epoch FROM x.event_start - :rs)), abs(extract(epoch FROM x.event_start - :re_))), "
+        "x.event_start, x.title LIMIT :k", p), p).all()
+    if any(r[2] < pf.date_end and (r[4] or r[2]) >= pf.date_start for r in rows):
+        return []  # an event in the window meets the rest: it was not the time that left nothing
+    return [Hit(r[0], str(r[1]), i + 1, 0.0, "nearest_events") for i, r in enumerate(rows)]
+
+
 def search_text(query: str, parts: list[FilterPart]) -> str:
     """The query the two legs search with: the applied date, price and stock phrases removed
     (the pre-filter enforces them; left in, "under €30" matches "30 days" in a return policy).

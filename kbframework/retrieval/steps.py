@@ -59,8 +59,8 @@ from kbframework.models import ChatLog, Organization, Setting
 from kbframework.retrieval import (conversation, expansion, fusion, gate, lexicon, place_answer, policy,
                                    referents, soft_match)
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
-                                           listing_hits, merge_parts, nearest_price_hits, org_vocabulary,
-                                           search_text)
+                                           listing_hits, merge_parts, nearest_price_hits, nearest_event_hits,
+                                           org_vocabulary, search_text)
 from kbframework.retrieval.identity import name_index
 from kbframework.retrieval.prompt import build_messages, prompt_preview, render_system
 from kbframework.retrieval.search import (Prefilter, apply_role_boost, count_candidates, keyword_search,
@@ -378,27 +378,41 @@ def _ledger(org_id, purpose, provider, tin, tout):
         log.warning("ledger: %s", exc)
 
 
-def _nearest_price_alternatives(s, ctx: OrgContext, pf: Prefilter, query: str, debug: dict) -> dict | None:
-    """"accessories under €15" with none that cheap: the accessories nearest that price (Cap
-    €16, Beanie €18), not whatever a search without any filter finds."""
-    hits = nearest_price_hits(s, pf)
+def _relaxed_alternatives(s, ctx: OrgContext, pf: Prefilter, query: str, debug: dict) -> dict | None:
+    """Alternatives that give up one constraint only, the one that left nothing: "accessories
+    under €15" → the accessories nearest that price (Cap €16, Beanie €18); "anything on
+    Monday?" → the events nearest to Monday. Not whatever a search without any filter finds."""
+    if pf.price_max is not None or pf.price_min is not None:
+        bound = f"at most {pf.price_max:g}" if pf.price_max is not None else f"at least {pf.price_min:g}"
+        found = _alternatives_from(s, ctx, query, debug, nearest_price_hits(s, pf), "price",
+                                   "Nothing at that price — the nearest prices",
+                                   f"every constraint but the price ({bound}), nearest price first")
+        if found:
+            return found
+    if pf.date_start is not None:
+        return _alternatives_from(s, ctx, query, debug, nearest_event_hits(s, pf), "date_range",
+                                  "Nothing at that time — the nearest dates",
+                                  "every constraint but the time window, the events nearest to it first")
+    return None
+
+
+def _alternatives_from(s, ctx: OrgContext, query: str, debug: dict, hits: list, relaxed: str, label: str,
+                       why: str) -> dict | None:
     if not hits:
         return None
-    fused = rrf({"nearest_price": hits})
-    passages = select_context(s, ctx.org.id, fused, len(hits), ctx.char_budget)
+    passages = select_context(s, ctx.org.id, rrf({relaxed: hits}), len(hits), ctx.char_budget)
     if not passages:
         return None
-    bound = (f"at most {pf.price_max:g}" if pf.price_max is not None else f"at least {pf.price_min:g}")
-    debug["alternatives"] = {"without_filters": False, "relaxed": ["price"], "count": len(passages)}
-    debug["explain"].append(f"alternatives: every constraint but the price ({bound}), nearest price first")
-    return {"label": "Nothing at that price — the nearest prices", "relaxed": ["price"],
-            "cards": build_cards(passages, ctx.preset), "sources": build_sources(passages, query)}
+    debug["alternatives"] = {"without_filters": False, "relaxed": [relaxed], "count": len(passages)}
+    debug["explain"].append(f"alternatives: {why}")
+    return {"label": label, "relaxed": [relaxed], "cards": build_cards(passages, ctx.preset),
+            "sources": build_sources(passages, query)}
 
 
 def _fallback(s, ctx: OrgContext, pf: Prefilter, query: str, reason: str, debug: dict) -> dict:
     """Nothing cleared the threshold or the prefilter left nothing: no LLM call (with empty context
     it would invent an answer), the preset's fallback text, and closest matches without filters."""
-    alternatives = _nearest_price_alternatives(s, ctx, pf, query, debug)
+    alternatives = _relaxed_alternatives(s, ctx, pf, query, debug)
     if alternatives is None and pf.has_filters:
         loose = Prefilter(organization_id=pf.organization_id, now=pf.now)
         qvecs, _ = embed_query(s, ctx.org.id, query)
