@@ -259,3 +259,28 @@ def test_a_follow_up_keeps_its_own_constraint_when_the_rewrite_loses_it(kb_clean
     assert res["debug"]["filters"]["merged"]["price_max"] == 0
     assert [c["title"] for c in res["cards"]] == ["Open-Air Sunday Sessions"]
     assert any("read from the follow-up's own words: price_max" in e for e in res["debug"]["explain"])
+
+
+def test_what_a_named_a_pointed_at_and_a_compared_question_keep_to(kb_clean):
+    """A detail of a document the question names, "it" after a question that named one, a
+    policy question about it and a comparative: each answer keeps to the documents it is
+    about, not what the searches found beside them (another event, the dress code)."""
+    org = load_demo(NOW, log=lambda m: None)
+    set_settings(org, preset="search")
+
+    def names(res):
+        return [c["title"] for c in res["cards"]]
+
+    res = answer(org, "tickets for Amelie Lens?", now=NOW)
+    assert names(res) == ["Amelie Lens @ Warehouse"] and res["debug"]["identity_only"]["dropped_documents"]
+    first = answer(org, "do you have the Crimson Evening Dress?", now=NOW)
+    assert names(first)[0] == "Crimson Evening Dress" and len(first["cards"]) > 1  # a bare name: the rest too
+    hist = [{"role": "user", "content": "do you have the Crimson Evening Dress?"},
+            {"role": "assistant", "content": first["answer"], "document_ids": [c["document_id"] for c in first["cards"]]}]
+    assert names(answer(org, "how much is it?", now=NOW, history=hist)) == ["Crimson Evening Dress"]
+    res = answer(org, "can I return it?", now=NOW, history=hist)
+    assert names(res)[0] == "Crimson Evening Dress" and "Return policy" in names(res)
+    assert not {"Red Summer Dress", "Red Linen Midi Dress"} & set(names(res))
+    res = answer(org, "anything cheaper?", now=NOW, history=hist)
+    assert res["cards"] and {c["type"] for c in res["cards"]} == {"product"}, names(res)
+    assert res["debug"]["comparative_only"]["dropped_documents"]  # the dress code "dress" found

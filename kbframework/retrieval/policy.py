@@ -17,7 +17,7 @@ _POLICY = re.compile(
     r"|ids?\b|identity\s+card|passport|entry\s+(?:rules?|policy|requirements?)|dress\s+code|re-?entry"
     r"|door\s+policy|cloakroom|policy|policies|terms|privacy|opening\s+hours|open\s+until|contact)\b",
     re.I)
-_SUPPORT_ROLES = ("support", "manual")
+SUPPORT_ROLES = _SUPPORT_ROLES = ("support", "manual")
 
 
 def is_policy_question(question: str) -> bool:

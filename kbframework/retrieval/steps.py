@@ -62,8 +62,9 @@ from kbframework.retrieval.filters import (constraint_only, describe_parts, expl
                                            listing_hits, merge_parts, nearest_price_hits, nearest_event_hits,
                                            org_vocabulary, search_text)
 from kbframework.retrieval.identity import name_index
+from kbframework.retrieval.phrases import tokens
 from kbframework.retrieval.prompt import build_messages, prompt_preview, render_system
-from kbframework.retrieval.search import (Prefilter, apply_role_boost, count_candidates, keyword_search,
+from kbframework.retrieval.search import (FILTERED_ROLES, Prefilter, apply_role_boost, count_candidates, keyword_search,
                                           org_models, rrf, vector_search)
 from kbframework.retrieval.trace import Trace
 
@@ -981,8 +982,29 @@ def identity_step(s, t: Turn):
     return out
 
 
+_R_SINGULAR = re.compile(r"\b(?:it|its|it['’]s|that\s+one|this\s+one|the\s+one)\b", re.I)
+_R_PLURAL = re.compile(r"\b(?:they|them|their|those|these|ones|both|all)\b", re.I)
+
+
+def _the_one_named_before(s, t: Turn, chosen: list[str]) -> list[str]:
+    """"where is it?" after "what time does Amelie Lens start?": "it" is the event that
+    question named, not the guide shown beside it."""
+    if len(chosen) < 2 or not _R_SINGULAR.search(t.question) or _R_PLURAL.search(t.question):
+        return []
+    before = next((m["content"] for m in reversed(t.hist or []) if m.get("role") == "user"), None)
+    if not before:
+        return []
+    ids, _ = name_index(s, t.ctx.org.id).identify(before)
+    named = {str(i) for i in ids}
+    return [d for d in chosen if d in named]
+
+
 def referents_step(s, t: Turn):
     chosen, how = referents.pick(t.shown, t.shown_info, t.kind, t.ctx.tz)
+    if how == referents.ALL_SHOWN:
+        named = _the_one_named_before(s, t, chosen)
+        if named:
+            chosen, how = named, "the one the previous question named"
     out = {"shown": t.shown, "picked": chosen, "how": how, "first": []}
     if chosen:
         # what the visitor points at is shown whatever this turn's filters say ("is the second
@@ -1021,13 +1043,34 @@ def _selects_among_shown(t: Turn, how: str) -> list[str]:
 
 def select_context_step(s, t: Turn):
     t.debug["fused"] = [dict(f) for f in t.boosted]
-    if t.kind.refers_back and t.pinned and not policy.is_policy_question(t.question):
+    if t.kind.refers_back and t.pinned and policy.is_policy_question(t.question):
+        # "can I return it?": the document pointed at and the policy pages, not the other
+        # products the searches found beside them
+        roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+        _keep_only(t, {d for d, r in roles.items() if r in policy.SUPPORT_ROLES}, "referents_only",
+                   "a policy question about what was shown")
+    elif t.kind.refers_back and t.pinned:
         # "is the second one in stock?", "is it free?", "any free ones?": about what the visitor
         # points at, even when the rewrite is all constraints ("is the first one under 50?" is
         # about the first one, not every dress under 50). What the searches found beside it
         # ("ship free" for "free") is not part of the answer; a policy question about it ("can
         # I return it?") keeps the policy pages it finds
         _keep_only(t, set(), "referents_only", "a follow-up about what was shown")
+    elif t.kind.comparative and not policy.is_policy_question(t.question):
+        # "anything cheaper?", "anything later?": a bound on products and events; the pages the
+        # bound does not apply to (the dress code that "dress" found) are no answer to it
+        roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+        _keep_only(t, {d for d, r in roles.items() if r in FILTERED_ROLES}, "comparative_only",
+                   "a comparative picks among products and events")
+    elif t.identity and not t.legs.get("listing") and _only_names_them(s, t):
+        # "tickets for Amelie Lens?", "how much is the Crimson Evening Dress?": about the named
+        # document alone; what else the searches found (another event, the dress code) is noise.
+        # A policy question about it ("can I return the Crimson Evening Dress?") keeps the policies
+        support = set()
+        if policy.is_policy_question(t.question):
+            roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+            support = {d for d, r in roles.items() if r in policy.SUPPORT_ROLES}
+        _keep_only(t, support | _same_name(s, t), "identity_only", "the question is about the document it names")
     elif t.legs.get("listing"):
         # a question of constraints that documents meet ("what's on Saturday?"): those documents
         # are the answer. The other legs searched with the constraint words alone ("Saturday"),
@@ -1036,6 +1079,36 @@ def select_context_step(s, t: Turn):
                    "the listing answers a question of constraints")
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
+
+
+_R_MORE_LIKE = re.compile(r"\b(?:similar|like\s+(?:it|this|that|them)|alternatives?|other|others|else|more)\b",
+                          re.I)
+
+
+def _only_names_them(s, t: Turn) -> bool:
+    """The question asks a detail (tickets, price, time, place) of a document it names, and
+    every other subject word is a word of that document: nothing else is asked for ("tickets
+    for Amelie Lens?"; not "Amelie Lens or something similar?", nor a bare product name)."""
+    asked = {w.strip("?.!,'’").lower() for w in t.question.split()} & conversation.SHOWN_FACTS
+    if not asked or _R_MORE_LIKE.search(t.question):
+        return False  # a bare name ("Altair Trailhead 2 Tent") also wants what goes with it
+    words = conversation.content_words(t.question, t.vocab)
+    if not words:
+        return True
+    named = set()
+    for title in _titles(s, t.ctx.org.id, set(t.identity)).values():
+        named |= {tok for tok, _, _ in tokens(title or "")}
+    return all(tok in named for w in words for tok, _, _ in tokens(w))
+
+
+def _same_name(s, t: Turn) -> set:
+    """The other documents whose title holds every subject word too: the other dates of a
+    show ("O Farol Apagado (matinee)" beside "O Farol Apagado")."""
+    words = [tok for w in conversation.content_words(t.question, t.vocab) for tok, _, _ in tokens(w)]
+    if not words:
+        return set()
+    titles = _titles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+    return {d for d, title in titles.items() if set(words) <= {tok for tok, _, _ in tokens(title or "")}}
 
 
 def _keep_only(t: Turn, keep: set, key: str, why: str) -> None:
