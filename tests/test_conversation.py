@@ -208,6 +208,12 @@ CONVERSATIONS = [
         ("jackets", None), ("assistant:The Blue Denim Jacket is €59.", None),
         ("something cheaper?", all_of(is_kind("follow_up"), lacks("Blue Denim Jacket"), filt(price_max=58.99)))]),
     # --- referents from plain history (written replies, no document ids)
+    ("plain: the cheapest this weekend", "events", [
+        # a superlative orders what meets the rest: the listing, cheapest first
+        ("the cheapest techno this weekend?", all_of(first("Novi Sad Techno Weekender"),
+                                                     has("Techno Bunker Saturday", "Techno Marathon Sunday")))]),
+    ("plain: the dearest this weekend", "events", [
+        ("what is the most expensive event this weekend?", first("Techno Marathon Sunday"))]),
     ("plain: Monday is not Sunday's late night", "events", [
         # the Sunday marathon runs to 06:00 on Monday, past the 05:00 cut-off: it is Sunday's night
         ("what's on Monday?", all_of(has("Sunrise Techno Monday"), lacks("Techno Marathon Sunday")))]),

@@ -1,5 +1,5 @@
 """Built-in rule-based metadata extractor: price bounds ("free entry" and "no cover" are price 0),
-stock, and the organization's own vocabulary (its categories, tags, cities and venues, given by
+stock, an order ("the cheapest", "the earliest"), and the organization's own vocabulary (its categories, tags, cities and venues, given by
 the host in ``context["vocabulary"]``). No LLM; a word becomes a tag filter only when it is one of
 the organization's tags ("red" is a colour filter only in a shop that tags things "red")."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ EXTRACTOR = "rules"
 
 @hookimpl(trylast=True)
 def kb_extract_filters(query, context):
-    from kbframework.retrieval.phrases import find_free, find_prices, find_stock, vocabulary_index
+    from kbframework.retrieval.phrases import find_free, find_order, find_prices, find_stock, vocabulary_index
     from kbframework.types import FilterPart
 
     parts: list[FilterPart] = []
@@ -23,7 +23,7 @@ def kb_extract_filters(query, context):
     prices = find_prices(query)
     if not any(f.field == "price_max" for f in prices):
         prices += find_free(query)  # "free entry", "no cover": price 0
-    for f in prices + find_stock(query):
+    for f in prices + find_stock(query) + find_order(query):
         parts.append(FilterPart(f.field, f.value, extractor=EXTRACTOR, matched=f.matched))
     vocab = context.get("vocabulary") or {}
     known: list[tuple[int, int]] = []

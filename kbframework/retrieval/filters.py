@@ -301,7 +301,7 @@ def merge_parts(org_id, now: datetime, parts: list[FilterPart]) -> Prefilter:
         elif f in ("tag", "tags"):
             vals = p.value if isinstance(p.value, list) else [p.value]
             pf.tags.extend(v for v in vals if v not in pf.tags)
-        elif f in ("price_min", "price_max", "in_stock", "city", "venue", "past") and f not in seen:
+        elif f in ("price_min", "price_max", "in_stock", "city", "venue", "past", "order") and f not in seen:
             setattr(pf, f, p.value)
         elif f == "roles":
             pf.roles.extend(p.value)
@@ -330,6 +330,10 @@ def describe_parts(parts: list[FilterPart]) -> list[dict]:
             d["coverage"] = p.coverage
         out.append(d)
     return out
+
+
+_ORDER_WORDS = {"price_asc": "cheapest first", "price_desc": "dearest first", "start_asc": "earliest first",
+                "start_desc": "latest first"}
 
 
 def explain(parts: list[FilterPart], pf: Prefilter, tz: str | None = None) -> list[str]:
@@ -371,6 +375,8 @@ def explain(parts: list[FilterPart], pf: Prefilter, tz: str | None = None) -> li
             lines.append(f"events in {p.field} {v!r} {who}")
         elif p.field == "currency":
             continue
+        elif p.field == "order":
+            lines.append(f"listed {_ORDER_WORDS.get(v, v)} {who}")
         else:
             lines.append(f"{p.field} = {_plain(v)!r} {who}")
     for pos, vals, who in labels.values():
@@ -380,7 +386,7 @@ def explain(parts: list[FilterPart], pf: Prefilter, tz: str | None = None) -> li
     return [x for x in lines if x]
 
 
-_CONSTRAINT_FIELDS = ("date_range", "price_min", "price_max", "currency", "in_stock")
+_CONSTRAINT_FIELDS = ("date_range", "price_min", "price_max", "currency", "in_stock", "order")
 _CONTENT = re.compile(r"[^\W\d_]{3,}|\d+[^\W\d_]+|[A-Z]{2,}-?\d*", re.U)
 _STOPWORDS = frozenset("""
 what whats what's which who whom where when why how is are was were be been being am do does did
@@ -412,7 +418,8 @@ def _residual(query: str, parts: list[FilterPart]) -> str:
 _GENERIC = frozenset("event events thing things stuff item items product products option options plans "
                      "happening going fun party parties gift gifts present presents idea ideas fan fans "
                      "lover lovers enthusiast enthusiasts someone somebody recommend recommendation "
-                     "recommendations suggest suggestion suggestions".split())
+                     "recommendations suggest suggestion suggestions sell sells selling offer offers carry "
+                     "carries".split())
 
 
 def has_content(text_: str, generic: bool = False) -> bool:
@@ -424,7 +431,8 @@ def constraint_only(query: str, parts: list[FilterPart], pf: Prefilter) -> bool:
     """"what's on tonight?", "anything under €20 in stock?": the filters say it all, so the
     documents that pass them are the answer (listed by date), whatever their similarity."""
     return bool(pf.date_start or pf.price_max is not None or pf.price_min is not None or pf.in_stock
-                or pf.label_groups or pf.city or pf.venue) and not has_content(_residual_labels(query, parts), generic=True)
+                or pf.label_groups or pf.city or pf.venue or pf.order) \
+        and not has_content(_residual_labels(query, parts), generic=True)
 
 
 def _residual_labels(query: str, parts: list[FilterPart]) -> str:
@@ -436,17 +444,27 @@ def _residual_labels(query: str, parts: list[FilterPart]) -> str:
     return out
 
 
+_PRICE_LOW = "coalesce(kb_num(d.metadata->>'price_min'), kb_num(d.metadata->>'price'))"
+_PRICE_HIGH = "coalesce(kb_num(d.metadata->>'price_max'), kb_num(d.metadata->>'price'))"
+_LISTING_ORDER = {"price_asc": "x.price_low ASC NULLS LAST", "price_desc": "x.price_high DESC NULLS LAST",
+                  "start_asc": "x.event_start ASC NULLS LAST", "start_desc": "x.event_start DESC NULLS LAST"}
+
+
 def listing_hits(session, pf: Prefilter, k: int = 20) -> list:
     """The third leg for constraint-only questions: documents passing the pre-filter (events
-    when a date was asked, else products and events), soonest event first."""
+    when a date, city or venue was asked, else products and events), soonest event first."""
     from kbframework.retrieval.search import Hit, bind
 
     where, p = pf.sql()
-    p.update(k=k, lroles=("event",) if pf.date_start is not None else tuple(FILTERED_ROLES))
+    # a date, a city or a venue constrains events only: the products that pass them are not listed
+    events_only = pf.date_start is not None or bool(pf.city) or bool(pf.venue)
+    p.update(k=k, lroles=("event",) if events_only else tuple(FILTERED_ROLES))
+    order = _LISTING_ORDER.get(pf.order, "x.event_start ASC NULLS LAST")
     rows = session.execute(bind(
-        "SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, d.event_start, d.title FROM chunks c "
+        "SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, d.event_start, d.title, "
+        f"{_PRICE_LOW} AS price_low, {_PRICE_HIGH} AS price_high FROM chunks c "
         "JOIN documents d ON d.id = c.document_id WHERE c.organization_id = :org AND d.document_role IN :lroles "
-        f"AND {where} ORDER BY d.id, c.chunk_index) x ORDER BY x.event_start ASC NULLS LAST, x.title LIMIT :k", p),
+        f"AND {where} ORDER BY d.id, c.chunk_index) x ORDER BY {order}, x.title LIMIT :k", p),
         p).all()
     return [Hit(r[0], str(r[1]), i + 1, 0.0, "listing") for i, r in enumerate(rows)]
 

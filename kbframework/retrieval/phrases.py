@@ -226,6 +226,27 @@ def find_free(q: str) -> list[Found]:
     return []
 
 
+# --------------------------------------------------------------------------- order
+
+# "the cheapest event this weekend", "your most expensive tent", "the earliest show on Friday":
+# the documents that meet the rest, in that order
+_R_ORDER = compile_on_use(r"\b(?:the\s+)?(cheapest|least\s+expensive|lowest[\s-]priced|most\s+expensive|priciest"
+                          r"|dearest|highest[\s-]priced|earliest|soonest|latest)\b", re.I)
+_ORDERS = {"cheapest": "price_asc", "least expensive": "price_asc", "lowest priced": "price_asc",
+           "lowest-priced": "price_asc", "most expensive": "price_desc", "priciest": "price_desc",
+           "dearest": "price_desc", "highest priced": "price_desc", "highest-priced": "price_desc",
+           "earliest": "start_asc", "soonest": "start_asc", "latest": "start_desc"}
+
+
+def find_order(q: str) -> list[Found]:
+    """A superlative that orders what meets the question: [Found("order", "price_asc"...)]."""
+    m = _R_ORDER.search(q)
+    if not m:
+        return []
+    word = " ".join(m.group(1).lower().split())
+    return [Found("order", _ORDERS[word], m.start(), m.end(), m.group(0))]
+
+
 # --------------------------------------------------------------------------- stock
 
 _R_STOCK = compile_on_use(r"\b(?:in[- ]stock|on\s+stock|available\s+now|currently\s+available|ready\s+to\s+ship|"

@@ -59,6 +59,9 @@ class Prefilter:
     # "anything later?" after a list of events: events starting after (before) a moment
     start_after: datetime | None = None
     start_before: datetime | None = None
+    # "the cheapest …", "the earliest …": the order of the listing (price_asc, price_desc,
+    # start_asc, start_desc); it restricts nothing
+    order: str | None = None
     # how many documents passed, as ``count_candidates`` found it (capped): the vector leg
     # reads it to choose between its plans; None until counted
     counted: int | None = field(default=None, compare=False)
@@ -153,7 +156,7 @@ class Prefilter:
             if v is not None:
                 out[k] = v.isoformat()
         for k in ("past", "price_min", "price_max", "categories", "tags", "in_stock", "city",
-                  "venue", "roles", "source_types", "label_groups"):
+                  "venue", "roles", "source_types", "label_groups", "order"):
             v = getattr(self, k)
             if v is not None and v is not False and v != []:  # a price of 0 ("free") is shown
                 out[k] = v

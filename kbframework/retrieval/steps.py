@@ -908,8 +908,10 @@ def keyword_search_step(s, t: Turn):
 def listing_step(s, t: Turn):
     t.legs["listing"] = listing_hits(s, t.pf, t.k_keyword)
     t.debug["legs"]["listing"] = len(t.legs["listing"])
+    how = {"price_asc": "cheapest first", "price_desc": "dearest first", "start_desc": "latest first"}.get(
+        t.pf.order, "soonest event first")
     t.debug["explain"].append("the question is all constraints: the matching documents are listed "
-                              "(soonest event first) beside the two searches")
+                              f"({how}) beside the two searches")
     return {"documents": len(t.legs["listing"])}
 
 
@@ -1077,6 +1079,9 @@ def select_context_step(s, t: Turn):
         # and what they found beside the listing (the return policy, at 0.215) is chance
         _keep_only(t, {h.document_id for h in t.legs["listing"]}, "listing_only",
                    "the listing answers a question of constraints")
+        if t.pf.order:  # "the cheapest event this weekend": the listing's order is the answer's
+            rank = {h.document_id: i for i, h in enumerate(t.legs["listing"])}
+            t.boosted.sort(key=lambda f: rank.get(f["document_id"], len(rank)))
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
 
