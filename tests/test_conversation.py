@@ -208,6 +208,9 @@ CONVERSATIONS = [
         ("jackets", None), ("assistant:The Blue Denim Jacket is €59.", None),
         ("something cheaper?", all_of(is_kind("follow_up"), lacks("Blue Denim Jacket"), filt(price_max=58.99)))]),
     # --- referents from plain history (written replies, no document ids)
+    ("plain: a venue's events only", "search", [
+        # the venue filter applies to events only: the products it lets pass are not listed
+        ("what is happening at Fabrika?", all_of(only_events(), has("Novi Sad Techno Weekender", "Jazz Saturday Novi Sad")))]),
     ("plain: the cheapest this weekend", "events", [
         # a superlative orders what meets the rest: the listing, cheapest first
         ("the cheapest techno this weekend?", all_of(first("Novi Sad Techno Weekender"),
