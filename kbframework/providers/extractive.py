@@ -21,6 +21,9 @@ _STOP = set("the and for are was were what which who whom this that these those 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
+_FIELD_LINE = re.compile(r"^\s*[A-Z][\w’'-]*(?:\s[\w’'-]+){0,2}:\s.*$", re.M)
+
+
 def _terms(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if w.lower() not in _STOP}
 
@@ -96,6 +99,10 @@ class ExtractiveAnswerer(LLMProvider):
         scored = []
         for p in passages:
             body = re.sub(r"^#+\s.*$", "", p["content"], flags=re.M)
+            if p.get("role") in ("product", "event"):
+                # "Categories: Hoodies", "Color: Blue, Green": the fields its fact line already
+                # gives, not sentences to quote
+                body = _FIELD_LINE.sub("", body)
             for pos, sent in enumerate(_SENT.split(body.replace("\n", " "))):
                 sent = sent.strip()
                 if len(sent) < 20:

@@ -14,3 +14,16 @@ def test_the_sentence_naming_the_eu_is_chosen():
                  "Orders to EU countries take five to seven working days of dispatch."}]
     text = ExtractiveAnswerer().answer("how long to EU countries?", passages, max_sentences=1)
     assert "Orders to EU countries take five to seven working days" in text and "Serbia" not in text, text
+
+
+def test_a_products_field_lines_are_not_quoted_as_sentences():
+    passages = [{"n": 1, "title": "Hoodie", "role": "product", "price": "€45", "stock": "in stock",
+                 "content": "# Hoodie\n\nCategories: Clothing > Hoodies\nColor: Blue, Green, Red\n"
+                            "A warm blue hoodie with a kangaroo pocket and a soft lining."}]
+    text = ExtractiveAnswerer().answer("any blue hoodies?", passages)
+    assert "Hoodie: €45, in stock." in text and "kangaroo pocket" in text
+    assert "Categories:" not in text and "Color:" not in text, text
+    # a support page's own "Label: text" lines are its content, and stay quotable
+    support = [{"n": 1, "title": "Returns", "role": "support",
+                "content": "Returns: within 30 days of delivery, for a full refund of the price."}]
+    assert "within 30 days" in ExtractiveAnswerer().answer("can I return it within 30 days?", support)
