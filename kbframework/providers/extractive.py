@@ -21,7 +21,19 @@ _STOP = set("the and for are was were what which who whom this that these those 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
-_FIELD_LINE = re.compile(r"^\s*[A-Z][\w’'-]*(?:\s[\w’'-]+){0,2}:\s.*$", re.M)
+_FIELD_LINE = re.compile(r"^\s*([A-Z][\w’'-]*(?:\s[\w’'-]+){0,2}):\s.*$", re.M)
+# where the next field starts in a line of fields: a capitalised label (its other words in lower
+# case: "Return policy:") and a colon, so "Green, Red Size:" splits before "Size"
+_FIELD_SPLIT = re.compile(r"\s(?=[A-Z][\w’'-]*(?:\s[a-z][\w’'-]*){0,2}:\s)")
+_SPELLINGS = {"colour": "color", "colours": "color", "colors": "color", "sizes": "size", "materials": "material"}
+
+
+def _field_words(text: str) -> set[str]:
+    return {_SPELLINGS.get(w, w.rstrip("s") if len(w) > 3 else w) for w in _terms(text)}
+
+
+def _asks_field(question_terms: set[str], label: str) -> bool:
+    return bool(_field_words(" ".join(question_terms)) & _field_words(label))
 
 
 def _terms(text: str) -> set[str]:
@@ -100,8 +112,14 @@ class ExtractiveAnswerer(LLMProvider):
         for p in passages:
             body = re.sub(r"^#+\s.*$", "", p["content"], flags=re.M)
             if p.get("role") in ("product", "event"):
-                # "Categories: Hoodies", "Color: Blue, Green": the fields its fact line already
-                # gives, not sentences to quote
+                # "Categories: Hoodies", "Color: Blue, Green": fields, not sentences to quote,
+                # unless the question asks for that field ("what sizes…?" quotes "Size: …")
+                for m in _FIELD_LINE.finditer(body):
+                    for field in _FIELD_SPLIT.split(m.group(0).strip()):  # "Color: Blue Size: S, M"
+                        label = field.split(":", 1)[0]
+                        if _asks_field(q, label):
+                            title_overlap = 0.5 * len(q & _terms(p.get("title", "")))
+                            scored.append((2 + title_overlap, -p["n"], 1, field.strip(), p["n"], p))
                 body = _FIELD_LINE.sub("", body)
             for pos, sent in enumerate(_SENT.split(body.replace("\n", " "))):
                 sent = sent.strip()

@@ -27,3 +27,13 @@ def test_a_products_field_lines_are_not_quoted_as_sentences():
     support = [{"n": 1, "title": "Returns", "role": "support",
                 "content": "Returns: within 30 days of delivery, for a full refund of the price."}]
     assert "within 30 days" in ExtractiveAnswerer().answer("can I return it within 30 days?", support)
+
+
+def test_a_field_the_question_asks_for_is_quoted_from_a_line_of_fields():
+    passages = [{"n": 1, "title": "Awesome V-Neck T-Shirt", "role": "product", "price": "€15–€20",
+                 "content": "# Awesome V-Neck T-Shirt\n\nThis is a variable product.\n\n"
+                            "Categories: Tshirts Color: Blue, Green, Red Size: Large, Medium, Small"}]
+    text = ExtractiveAnswerer().answer("what sizes does the v-neck come in?", passages)
+    assert "- Size: Large, Medium, Small [1]" in text and "Categories" not in text, text
+    text = ExtractiveAnswerer().answer("which colours?", passages)
+    assert "- Color: Blue, Green, Red [1]" in text and "Size:" not in text, text
