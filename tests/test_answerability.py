@@ -284,3 +284,19 @@ def test_what_a_named_a_pointed_at_and_a_compared_question_keep_to(kb_clean):
     res = answer(org, "anything cheaper?", now=NOW, history=hist)
     assert res["cards"] and {c["type"] for c in res["cards"]} == {"product"}, names(res)
     assert res["debug"]["comparative_only"]["dropped_documents"]  # the dress code "dress" found
+
+
+def test_a_policy_question_is_answered_by_its_pages(kb_clean):
+    """"what is the dress code?" is the entry rules, not the dresses that "dress" found; "is it
+    18+?" about tonight's event is that event and the entry rules, quoting the age."""
+    org = load_demo(NOW, log=lambda m: None)
+    set_settings(org, preset="search")
+    res = answer(org, "what is the dress code?", now=NOW)
+    assert [c["title"] for c in res["cards"]] == ["Club entry rules"], res["cards"]
+    assert res["debug"]["policy_only"]["dropped_documents"] and "no sportswear" in res["answer"]
+    first = answer(org, "what is on tonight?", now=NOW)
+    hist = [{"role": "user", "content": "what is on tonight?"},
+            {"role": "assistant", "content": first["answer"], "document_ids": [c["document_id"] for c in first["cards"]]}]
+    res = answer(org, "is it 18+?", now=NOW, history=hist)
+    assert [c["title"] for c in res["cards"]] == [first["cards"][0]["title"], "Club entry rules"], res["cards"]
+    assert "Entry is 18+" in res["answer"]

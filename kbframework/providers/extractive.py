@@ -14,7 +14,7 @@ from kbframework.types import LLMProvider, LLMResult
 
 # words of three letters and more, and the short ones written in capitals or with a digit
 # ("EU", "UK", "ID", "4K"), which are names, not filler
-_WORD = re.compile(r"[a-zA-Z0-9À-ž]{3,}|\b(?:[A-Z]{2}|[A-Za-z]\d|\d[A-Za-z])\b")
+_WORD = re.compile(r"[a-zA-Z0-9À-ž]{3,}|\b(?:[A-Z]{2}|[A-Za-z]\d|\d[A-Za-z])\b|\b\d{1,2}\+")  # "18+"
 _STOP = set("the and for are was were what which who whom this that these those with from your you our "
             "have has had not but can could would should about into over under than then there their "
             "they them how why when where does did doing any all some more most very just also".split())

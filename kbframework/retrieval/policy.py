@@ -15,7 +15,8 @@ _POLICY = re.compile(
     r"|deliver(?:y|ies|ed)?|postage|tracking|courier|payments?|pay(?:ing)?\s+(?:by|with|cash|card)|cash\s+on"
     r"|paypal|invoice|warranty|guarantee|age\s+(?:limit|policy|restriction)|how\s+old|18\+|21\+|minimum\s+age"
     r"|ids?\b|identity\s+card|passport|entry\s+(?:rules?|policy|requirements?)|dress\s+code|re-?entry"
-    r"|door\s+policy|cloakroom|policy|policies|terms|privacy|opening\s+hours|open\s+until|contact)\b",
+    r"|door\s+policy|cloakroom|policy|policies|terms|privacy|opening\s+hours|open\s+until|contact"
+    r"|what\s+(?:should|do|can|shall)\s+(?:i|we)\s+wear|what\s+to\s+wear)(?!\w)",  # (?!\w): "18+?" ends in "+"
     re.I)
 SUPPORT_ROLES = _SUPPORT_ROLES = ("support", "manual")
 

@@ -1082,6 +1082,13 @@ def select_context_step(s, t: Turn):
         if t.pf.order:  # "the cheapest event this weekend": the listing's order is the answer's
             rank = {h.document_id: i for i, h in enumerate(t.legs["listing"])}
             t.boosted.sort(key=lambda f: rank.get(f["document_id"], len(rank)))
+    elif policy.is_policy_question(t.question) and t.boosted:
+        # "what is the dress code?", "is it 18+?": answered by the policy pages (and guides);
+        # the dresses that "dress" found are the topic's words, not an answer
+        roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+        if roles.get(t.boosted[0]["document_id"]) in policy.SUPPORT_ROLES:
+            _keep_only(t, {d for d, r in roles.items() if r not in FILTERED_ROLES}, "policy_only",
+                       "a policy question answered by its pages")
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
 

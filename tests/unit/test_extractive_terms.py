@@ -37,3 +37,10 @@ def test_a_field_the_question_asks_for_is_quoted_from_a_line_of_fields():
     assert "- Size: Large, Medium, Small [1]" in text and "Categories" not in text, text
     text = ExtractiveAnswerer().answer("which colours?", passages)
     assert "- Color: Blue, Green, Red [1]" in text and "Size:" not in text, text
+
+
+def test_an_age_with_a_plus_is_a_word_and_a_policy():
+    from kbframework.retrieval.policy import is_policy_question
+
+    assert "18+" in _terms("is it 18+?") and is_policy_question("is it 18+?")
+    assert is_policy_question("what should I wear?") and not is_policy_question("a jacket to wear in the rain")
