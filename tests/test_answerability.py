@@ -300,3 +300,25 @@ def test_a_policy_question_is_answered_by_its_pages(kb_clean):
     res = answer(org, "is it 18+?", now=NOW, history=hist)
     assert [c["title"] for c in res["cards"]] == [first["cards"][0]["title"], "Club entry rules"], res["cards"]
     assert "Entry is 18+" in res["answer"]
+
+
+def test_small_talk_is_answered_as_such_and_is_no_zero_result(kb_clean):
+    """"hi" used to search, find nothing and land in the admin's zero results."""
+    org = load_demo(NOW, log=lambda m: None)
+    res = answer(org, "hi", now=NOW, channel="widget")
+    assert res["cards"] == [] and res["debug"]["small_talk"] == "greeting"
+    assert "own knowledge: our products" in res["answer"] and "our events" in res["answer"]
+    names = [st["name"] for st in res["debug"]["steps"]]
+    assert "small_talk" in names and "vector_search" not in names and "fallback" not in names
+    with session_scope() as s:
+        row = s.scalar(select(ChatLog).where(ChatLog.id == res["message_id"]))
+        assert row.zero_result is False and row.reason is None and row.final_answer == res["answer"]
+    set_settings(org, preset="search", branding_welcome="Welcome! Ask me what's on tonight.")
+    assert answer(org, "Hello!", now=NOW)["answer"] == "Welcome! Ask me what's on tonight."
+    assert answer(org, "thanks!", now=NOW)["answer"].startswith("You're welcome")
+    # a greeting before a question is a question, and "hi" is no subject for a follow-up
+    res = answer(org, "hi, do you have red dresses?", now=NOW)
+    assert "small_talk" not in res["debug"] and "Red Summer Dress" in [c["title"] for c in res["cards"]]
+    hist = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+    res = answer(org, "what is on tomorrow?", now=NOW, history=hist)
+    assert res["debug"]["conversation"]["kind"] == "standalone"

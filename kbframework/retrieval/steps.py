@@ -57,7 +57,7 @@ from kbframework.ingest.chunker import page_label
 from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
 from kbframework.retrieval import (conversation, expansion, fusion, gate, lexicon, place_answer, policy,
-                                   referents, soft_match)
+                                   referents, small_talk, soft_match)
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
                                            listing_hits, merge_parts, nearest_price_hits, nearest_event_hits,
                                            org_vocabulary, search_text)
@@ -622,6 +622,7 @@ class Turn:
     message_id: uuid.UUID = field(default_factory=uuid.uuid4)
     done: bool = False
     place_miss: dict | None = None
+    small_talk: str | None = None  # "greeting", "thanks", "farewell", "about": answered as such
     use_expansion: bool = True
     use_soft_match: bool = True
     soft_prep: dict | None = None  # the soft-match leg's look-ups made beside the keyword leg
@@ -652,6 +653,7 @@ def conversation_step(s, t: Turn):
     if not t.hist and t.session_id:  # the conversation of this chat session, from its log
         t.hist = conversation.session_history(t.writer or s, ctx.org.id, t.session_id, ctx.history_window)
         source = "the session's log" if t.hist else None
+    t.hist = small_talk.without_small_talk(t.hist)  # "hi" is no subject for "and tomorrow?"
     t.vocab = _vocabulary(s, ctx.org.id)
     t.kind = conversation.classify(t.question, t.hist, t.vocab)
     llm = _rewriter(ctx.org.id, "classify_turn") if t.hist and t.use_rewrite else None
@@ -676,6 +678,22 @@ def conversation_step(s, t: Turn):
     t.debug["conversation"] = out
     t.debug["explain"].append(f"turn: {t.kind.kind.replace('_', ' ')} — {t.kind.reason}")
     return out
+
+
+def small_talk_step(s, t: Turn):
+    """"hi", "thanks!", "what can you do?": a reply of its own, no search, not a zero result."""
+    kind = small_talk.kind_of(t.question)
+    if kind is None:
+        return {"kind": None}
+    t.small_talk = kind
+    text_ = small_talk.reply(kind, t.ctx.brand, t.ctx.settings.branding_welcome,
+                             small_talk.topics(s, t.ctx.org.id) if kind in (small_talk.GREETING, small_talk.ABOUT) else [])
+    t.result = {"answer": text_, "cards": [], "sources": [], "model": None, "tokens": (0, 0),
+                "zero_result": False, "reason": None}
+    t.debug["small_talk"] = kind
+    t.debug.setdefault("filters", {"parts": [], "merged": {}, "errors": []})
+    t.debug["explain"].append(f"small talk ({kind}): answered as such, nothing searched")
+    return {"kind": kind, "answer": text_}
 
 
 def rewrite_step(s, t: Turn):
@@ -1282,21 +1300,27 @@ class Step:
 
 
 def _searching(t: Turn) -> bool:
-    return t.candidates > 0 and not t.place_miss
+    return t.candidates > 0 and not t.place_miss and t.small_talk is None
+
+
+def _open(when: Callable = lambda t: True) -> Callable:
+    """A step's condition, and no small talk answered the turn."""
+    return lambda t: t.small_talk is None and when(t)
 
 
 STEPS: tuple[Step, ...] = (
     Step("load_context", load_context_step),
     Step("budget", budget_step, lambda t: not t.retrieval_only),
     Step("conversation", conversation_step),
-    Step("rewrite_query", rewrite_step),
-    Step("extract_filters", extract_filters_step),
-    Step("inherit_filters", inherit_filters_step, lambda t: t.kind.kind == conversation.FOLLOW_UP),
+    Step("small_talk", small_talk_step, lambda t: not t.retrieval_only),
+    Step("rewrite_query", rewrite_step, _open()),
+    Step("extract_filters", extract_filters_step, _open()),
+    Step("inherit_filters", inherit_filters_step, _open(lambda t: t.kind.kind == conversation.FOLLOW_UP)),
     # before the pre-filter's count: the keyword leg it starts needs the filters, not the count,
     # and is the longer leg (a turn that then does not search drops its result)
-    Step("expand_query", expand_query_step, lambda t: t.use_expansion),
-    Step("prefilter", prefilter_step),
-    Step("place_check", place_check_step),
+    Step("expand_query", expand_query_step, _open(lambda t: t.use_expansion)),
+    Step("prefilter", prefilter_step, _open()),
+    Step("place_check", place_check_step, _open()),
     Step("embed_query", embed_query_step, _searching),
     Step("vector_search", vector_search_step, _searching),
     Step("keyword_search", keyword_search_step, _searching),
@@ -1309,11 +1333,11 @@ STEPS: tuple[Step, ...] = (
     Step("referents", referents_step, lambda t: _searching(t) and (t.kind.refers_back or (
         bool(t.hist) and conversation.is_link_request(t.question)))),
     Step("select_context", select_context_step, _searching),
-    Step("answerability", answerability_step, lambda t: not t.place_miss),
-    Step("fallback", fallback_step, lambda t: not t.answerable and not t.place_miss and not t.retrieval_only),
-    Step("build_prompt", build_prompt_step, lambda t: t.answerable and not t.retrieval_only),
-    Step("call_llm", call_llm_step, lambda t: t.answerable and not t.retrieval_only),
-    Step("build_cards", build_cards_step, lambda t: t.answerable and not t.retrieval_only),
+    Step("answerability", answerability_step, _open(lambda t: not t.place_miss)),
+    Step("fallback", fallback_step, _open(lambda t: not t.answerable and not t.place_miss and not t.retrieval_only)),
+    Step("build_prompt", build_prompt_step, _open(lambda t: t.answerable and not t.retrieval_only)),
+    Step("call_llm", call_llm_step, _open(lambda t: t.answerable and not t.retrieval_only)),
+    Step("build_cards", build_cards_step, _open(lambda t: t.answerable and not t.retrieval_only)),
     Step("log", log_step, lambda t: not t.retrieval_only),
     Step("record_usage", record_usage_step, lambda t: bool(t.usage)),
 )

@@ -1,0 +1,35 @@
+"""Small talk is recognised by the whole message; a greeting before a question is a question."""
+import pytest
+
+from kbframework.retrieval.small_talk import ABOUT, FAREWELL, GREETING, THANKS, kind_of, reply, without_small_talk
+
+
+@pytest.mark.parametrize("message, kind", [
+    ("hi", GREETING), ("Hello!", GREETING), ("hey there 👋", GREETING), ("Good evening!", GREETING),
+    ("thanks!", THANKS), ("Thank you so much", THANKS), ("ok, thanks", THANKS), ("cheers", THANKS),
+    ("bye", FAREWELL), ("see you later!", FAREWELL),
+    ("who are you?", ABOUT), ("are you a bot?", ABOUT), ("what can you do?", ABOUT), ("help", ABOUT),
+])
+def test_small_talk(message, kind):
+    assert kind_of(message) == kind
+
+
+@pytest.mark.parametrize("message", [
+    "hi, do you have red dresses?", "thanks, and what is on tomorrow?", "help me find a tent",
+    "what can you do about a late delivery?", "Hello Kitty backpack", "goodbye party on Friday?", "",
+])
+def test_a_message_with_a_question_in_it_is_no_small_talk(message):
+    assert kind_of(message) is None
+
+
+def test_the_reply_uses_the_welcome_and_says_what_it_knows():
+    assert reply(GREETING, "Nights", "Welcome to Nights! Ask me what's on.", []) == "Welcome to Nights! Ask me what's on."
+    text = reply(ABOUT, "Nights", None, ["our events (what's on, where, tickets)", "our articles and guides"])
+    assert "Nights's own knowledge: our events (what's on, where, tickets) and our articles and guides" in text
+
+
+def test_small_talk_turns_leave_the_history():
+    hist = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "what is on tomorrow?"}, {"role": "assistant", "content": "Jazz."},
+            {"role": "user", "content": "thanks!"}, {"role": "assistant", "content": "You're welcome!"}]
+    assert [m["content"] for m in without_small_talk(hist)] == ["what is on tomorrow?", "Jazz."]
