@@ -253,7 +253,9 @@ _R_STOCK = compile_on_use(r"\b(?:in[- ]stock|on\s+stock|available\s+now|currentl
                           r"available|not\s+sold\s+out)\b", re.I)
 _R_STOCK_NOT = compile_on_use(r"(?:\bnot|n't|\bno\s+longer|\bun)\s*$", re.I)
 _R_AVAILABLE_IN = compile_on_use(r"\s+(?:in|for|on|at|to|from|with|as|sizes?|colou?rs?|online|via)\b", re.I)
-_R_RESTOCK = compile_on_use(r"\b(?:back|again|still|restock\w*|when)\b", re.I)
+# "back in stock?", "in stock again?", "still in stock?", "when…": a question about one item's stock,
+# not a filter ("back to the dresses: which are in stock?" is one)
+_R_RESTOCK = compile_on_use(r"\b(?:back\s+in\s+stock|again|still|restock\w*|when)\b", re.I)
 _R_YES_NO = compile_on_use(r"^\s*(?:is|are|was|will)\s+(?:it|the|this|that|they|these|those|there|my|your)\b", re.I)
 
 

@@ -1,4 +1,4 @@
-"""Superlatives that order a listing ("the cheapest event this weekend")."""
+"""Superlatives that order a listing ("the cheapest event this weekend"), and the stock filter."""
 import pytest
 
 from kbframework.retrieval.phrases import find_order
@@ -19,3 +19,14 @@ def test_a_superlative_orders(q, order, matched):
 @pytest.mark.parametrize("q", ["cheap hoodies", "what is on tonight?", "expensive taste"])
 def test_no_superlative_no_order(q):
     assert find_order(q) == []
+
+
+@pytest.mark.parametrize("q, found", [
+    ("back to the dresses: which are in stock?", True),  # "back" here is no restock question
+    ("which dresses are in stock?", True),
+    ("is it back in stock?", False), ("when will it be in stock?", False), ("in stock again?", False),
+])
+def test_a_stock_filter_or_a_question_about_one_items_stock(q, found):
+    from kbframework.retrieval.phrases import find_stock
+
+    assert bool(find_stock(q)) is found
