@@ -155,6 +155,7 @@ STANDALONE, FOLLOW_UP, TOPIC_SHIFT = "standalone", "follow_up", "topic_shift"
 
 _CONNECTOR = compile_on_use(r"^\s*(?:and|or|but|also|plus|then|so)\b|^\s*(?:what|how)\s+about\b|"
                             r"^\s*(?:same|ditto)\b|^\s*what\s+if\b", re.I)
+_REFINE = compile_on_use(r"^\s*(?:with|without|w/o?|for|made\s+(?:of|from|with)|in\s+(?:size|a\s+size|colou?r))\b", re.I)
 _PRONOUN = compile_on_use(r"\b(?:it|its|it's|they|them|their|those|these|that\s+one|this\s+one|the\s+one|"
                           r"ones|one\s+of\s+them|same|another|other|others|either|both|there)\b", re.I)
 _IS_THERE = compile_on_use(r"\b(?:is|are|was|were)\s+there\b", re.I)
@@ -313,6 +314,9 @@ def classify(question: str, history: list[dict], vocab: dict | None = None) -> T
     elif not subject and len(words) <= 3 and not (frame and (own_constraints or own_places)):
         # "what's on tonight?" is three words too, but a new question with its own time
         t.kind, t.reason = FOLLOW_UP, "a short fragment without its own subject"
+    elif subject and len(words) <= 6 and _REFINE.match(question):
+        # "with a logo", "without sugar", "for kids": a fragment that narrows what was asked
+        t.kind, t.reason = FOLLOW_UP, f"a refinement ('{_REFINE.match(question).group(0).strip()} …') of the question before"
     elif subject:
         t.kind, t.reason = TOPIC_SHIFT, "a complete question with its own subject ('" + " ".join(subject[:4]) + "')"
     elif frame and (own_constraints or own_places):

@@ -19,6 +19,8 @@ H = [{"role": "user", "content": "show me red dresses under 100"}, {"role": "ass
     ("tickets for the Saturday one?", FOLLOW_UP), ("and jazz?", FOLLOW_UP), ("in red?", FOLLOW_UP),
     ("tomorrow?", FOLLOW_UP), ("is there an age limit?", FOLLOW_UP), ("what about blue?", FOLLOW_UP),
     ("can I send them back if they don't fit?", FOLLOW_UP), ("how do I get there?", FOLLOW_UP),
+    ("with a logo", FOLLOW_UP), ("without sleeves?", FOLLOW_UP), ("for kids?", FOLLOW_UP),
+    ("with free shipping to the whole of Europe and beyond?", TOPIC_SHIFT),  # long: a question of its own
 ])
 def test_turn_kinds(q, kind):
     t = classify(q, H)
