@@ -654,6 +654,7 @@ def conversation_step(s, t: Turn):
         t.hist = conversation.session_history(t.writer or s, ctx.org.id, t.session_id, ctx.history_window)
         source = "the session's log" if t.hist else None
     t.hist = small_talk.without_small_talk(t.hist)  # "hi" is no subject for "and tomorrow?"
+    source = source if t.hist else None
     t.vocab = _vocabulary(s, ctx.org.id)
     t.kind = conversation.classify(t.question, t.hist, t.vocab)
     llm = _rewriter(ctx.org.id, "classify_turn") if t.hist and t.use_rewrite else None
