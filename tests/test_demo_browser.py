@@ -95,6 +95,25 @@ def test_demo_widget_shows_product_and_event_cards(demo, tmp_path):
     ctx.close()
 
 
+def test_demo_widget_shows_the_nearest_prices_when_a_price_leaves_nothing(demo, tmp_path):
+    """"dresses under 10": nothing that cheap; the widget shows the answer's alternatives under
+    their label, the nearest prices first."""
+    ctx = demo["browser"].new_context(viewport={"width": 1280, "height": 900})
+    errors = []
+    page = open_widget(demo, ctx, errors)
+    bot = ask(page, "dresses under 10")
+    alt = bot.locator("[data-kbf=alternatives]")
+    alt.wait_for()
+    assert alt.locator("[data-kbf=alternatives-label]").inner_text().strip().lower() == \
+        "nothing at that price — the nearest prices"
+    titles = alt.locator("[data-kbf=card-title]").all_inner_texts()
+    assert titles[0] == "Red Summer Dress" and "Crimson Evening Dress" in titles, titles  # €39.99 first, €89 after
+    assert bot.locator("[data-kbf=cards]").count() == 0  # no answer cards: nothing met the question
+    shot(page, "demo-alternatives", tmp_path)
+    assert not errors, errors
+    ctx.close()
+
+
 def admin_ask(page, question: str):
     answers = page.locator(".msg-bot[data-message-id]")
     before = answers.count()

@@ -436,6 +436,18 @@
     return el;
   }
 
+  // "No exact matches": what the relaxed search found (the nearest prices, the nearest dates),
+  // under the label the server gives
+  function alternatives(alt) {
+    if (!alt || typeof alt !== 'object' || !Array.isArray(alt.cards)) return null;
+    var cards = alt.cards.map(card).filter(Boolean);
+    if (!cards.length) return null;
+    var w = h('div', { class: 'cs', 'data-kbf': 'alternatives' });
+    if (alt.label) w.appendChild(h('div', { class: 'sh', 'data-kbf': 'alternatives-label' }, String(alt.label)));
+    cards.forEach(function (c) { w.appendChild(c); });
+    return w;
+  }
+
   function sources(list) {
     var seen = {}, items = [];
     (Array.isArray(list) ? list : []).forEach(function (s) {
@@ -556,6 +568,8 @@
         cards.forEach(function (c) { cs.appendChild(c); });
         m.appendChild(cs);
       }
+      var alt = alternatives(res.alternatives);
+      if (alt) m.appendChild(alt);
       var sr = sources(res.sources);
       if (sr) m.appendChild(sr);
       if (res.message_id) {
