@@ -322,3 +322,18 @@ def test_small_talk_is_answered_as_such_and_is_no_zero_result(kb_clean):
     hist = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
     res = answer(org, "what is on tomorrow?", now=NOW, history=hist)
     assert res["debug"]["conversation"]["kind"] == "standalone"
+
+
+def test_yes_to_searching_more_broadly_searches_the_question_again_without_filters(kb_clean):
+    org = load_demo(NOW, log=lambda m: None)
+    set_settings(org, preset="search")
+    first = answer(org, "dresses under 10", now=NOW)
+    assert first["cards"] == [] and first["answer"].endswith("Want me to search more broadly?")
+    hist = [{"role": "user", "content": "dresses under 10"}, {"role": "assistant", "content": first["answer"]}]
+    res = answer(org, "yes", now=NOW, history=hist)
+    assert res["debug"]["broaden"] == "dresses under 10" and res["debug"]["filters"]["parts"] == []
+    assert {"Red Summer Dress", "Crimson Evening Dress"} <= {c["title"] for c in res["cards"]}
+    first = answer(org, "do you sell perfume?", now=NOW)
+    hist = [{"role": "user", "content": "do you sell perfume?"}, {"role": "assistant", "content": first["answer"]}]
+    res = answer(org, "yes please", now=NOW, history=hist)
+    assert res["cards"] == [] and res["answer"].startswith("I searched more broadly and still found nothing")

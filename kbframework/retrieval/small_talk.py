@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-GREETING, THANKS, FAREWELL, ABOUT = "greeting", "thanks", "farewell", "about"
+GREETING, THANKS, FAREWELL, ABOUT, YES = "greeting", "thanks", "farewell", "about", "yes"
 
 _PATTERNS = {
     GREETING: r"(?:hi|hello|hey|hiya|howdy|hallo|good\s+(?:morning|afternoon|evening|day)|greetings)"
@@ -19,6 +19,9 @@ _PATTERNS = {
     THANKS: r"(?:(?:ok(?:ay)?|great|perfect|awesome|cool|nice|super|brilliant)\s*,?\s*)?"
             r"(?:thanks?(?:\s+you)?(?:\s+(?:so|very)\s+much|\s+a\s+lot|\s+a\s+bunch)?|thx|ty|cheers|much\s+appreciated)",
     FAREWELL: r"(?:bye(?:\s*bye)?|goodbye|good\s+bye|see\s+(?:you|ya)(?:\s+later)?|good\s+night|that'?s\s+all)",
+    # "yes" to the fallback's "Want me to search more broadly?" (answered by the search; see steps)
+    YES: r"(?:yes|yes\s+please|yeah|yep|yup|sure|ok(?:ay)?|please(?:\s+do)?|go\s+ahead|do\s+it|please\s+search"
+         r"|search\s+(?:more\s+)?broadly|(?:yes|ok|sure)\s*,?\s*(?:please|go\s+ahead|search))",
     ABOUT: r"(?:who\s+are\s+you|what\s+are\s+you|are\s+you\s+(?:a\s+)?(?:bot|robot|human|real(?:\s+person)?|an?\s+ai|ai)"
            r"|what\s+can\s+you\s+do|what\s+do\s+you\s+do|how\s+can\s+you\s+help(?:\s+me)?|help|help\s+me"
            r"|what\s+can\s+i\s+ask(?:\s+you)?)",
@@ -59,13 +62,27 @@ def reply(kind: str, brand: str, welcome: str | None, topics: list[str]) -> str:
     return f"I'm {brand}'s assistant, a program, not a person. {about}"
 
 
+BROADER_NOTHING = ("I searched more broadly and still found nothing about that, sorry. "
+                   "Could you put it another way?")
+
+
+def broaden_what(history: list[dict], fallback_text: str) -> str | None:
+    """The question to search again without its filters, when the visitor says "yes" to the
+    fallback's offer: the last question, if the last answer was that fallback."""
+    last = next((i for i in range(len(history or []) - 1, -1, -1) if history[i].get("role") == "assistant"), None)
+    if last is None or (history[last].get("content") or "").strip() != (fallback_text or "").strip():
+        return None
+    return next((m["content"] for m in reversed(history[:last]) if m.get("role") == "user"
+                 and kind_of(m.get("content") or "") is None), None)
+
+
 def without_small_talk(history: list[dict]) -> list[dict]:
     """The conversation without its small-talk turns (the visitor's "hi" and the reply to it)."""
     out: list[dict] = []
     skip_reply = False
     for m in history or []:
         if m.get("role") == "user":
-            skip_reply = kind_of(m.get("content") or "") is not None
+            skip_reply = kind_of(m.get("content") or "") not in (None, YES)  # a "yes" may have been searched
             if skip_reply:
                 continue
         elif skip_reply:

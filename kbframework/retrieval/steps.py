@@ -623,6 +623,8 @@ class Turn:
     done: bool = False
     place_miss: dict | None = None
     small_talk: str | None = None  # "greeting", "thanks", "farewell", "about": answered as such
+    broaden: str | None = None  # "yes" to the fallback's offer: the question searched again, unfiltered
+    hist_with_small_talk: list = field(default_factory=list)
     use_expansion: bool = True
     use_soft_match: bool = True
     soft_prep: dict | None = None  # the soft-match leg's look-ups made beside the keyword leg
@@ -653,6 +655,7 @@ def conversation_step(s, t: Turn):
     if not t.hist and t.session_id:  # the conversation of this chat session, from its log
         t.hist = conversation.session_history(t.writer or s, ctx.org.id, t.session_id, ctx.history_window)
         source = "the session's log" if t.hist else None
+    t.hist_with_small_talk = t.hist
     t.hist = small_talk.without_small_talk(t.hist)  # "hi" is no subject for "and tomorrow?"
     source = source if t.hist else None
     t.vocab = _vocabulary(s, ctx.org.id)
@@ -686,6 +689,15 @@ def small_talk_step(s, t: Turn):
     kind = small_talk.kind_of(t.question)
     if kind is None:
         return {"kind": None}
+    if kind == small_talk.YES:
+        # "yes" to "Want me to search more broadly?": the last question again, without filters;
+        # a "yes" to anything else goes on as a message of the conversation
+        t.broaden = small_talk.broaden_what(t.hist_with_small_talk, t.ctx.fallback_text)
+        if t.broaden:
+            t.use_filters = False
+            t.debug["broaden"] = t.broaden
+            t.debug["explain"].append(f"'yes' to searching more broadly: {t.broaden!r} again, without filters")
+        return {"kind": kind, "broaden": t.broaden}
     t.small_talk = kind
     text_ = small_talk.reply(kind, t.ctx.brand, t.ctx.settings.branding_welcome,
                              small_talk.topics(s, t.ctx.org.id) if kind in (small_talk.GREETING, small_talk.ABOUT) else [])
@@ -698,7 +710,9 @@ def small_talk_step(s, t: Turn):
 
 
 def rewrite_step(s, t: Turn):
-    if t.use_rewrite:
+    if t.broaden:
+        t.query, t.rewrite_how = t.broaden, "broaden"
+    elif t.use_rewrite:
         t.query, t.rewrite_how = conversation.rewrite(t.question, t.hist, vocab=t.vocab,
                                                       llm=_rewriter(t.ctx.org.id), turn=t.kind)
     else:
@@ -1214,6 +1228,8 @@ def fallback_step(s, t: Turn):
             n["title"] = titles.get(n["document_id"])
         t.debug["near_misses"] = near
     t.result = _fallback(s, t.ctx, t.pf, t.text_q, reason, t.debug)
+    if t.broaden:  # the broader search found nothing either: no second offer of the same
+        t.result["answer"] = small_talk.BROADER_NOTHING
     return {"reason": reason, "near_misses": near,
             "alternatives": len((t.result.get("alternatives") or {}).get("cards") or [])}
 

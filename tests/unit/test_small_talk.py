@@ -33,3 +33,16 @@ def test_small_talk_turns_leave_the_history():
             {"role": "user", "content": "what is on tomorrow?"}, {"role": "assistant", "content": "Jazz."},
             {"role": "user", "content": "thanks!"}, {"role": "assistant", "content": "You're welcome!"}]
     assert [m["content"] for m in without_small_talk(hist)] == ["what is on tomorrow?", "Jazz."]
+
+
+def test_yes_to_the_fallbacks_offer_names_the_question_to_search_again():
+    from kbframework.retrieval.small_talk import YES, broaden_what
+
+    offer = "I couldn't find anything about that. Want me to search more broadly?"
+    hist = [{"role": "user", "content": "dresses under 10"}, {"role": "assistant", "content": offer}]
+    assert kind_of("yes please") == YES and kind_of("sure, go ahead") == YES
+    assert broaden_what(hist, offer) == "dresses under 10"
+    assert broaden_what(hist[:1] + [{"role": "assistant", "content": "Here are two dresses."}], offer) is None
+    # a "yes" turn stays in the history: it was searched
+    assert len(without_small_talk(hist + [{"role": "user", "content": "yes"},
+                                          {"role": "assistant", "content": "Three dresses."}])) == 4
