@@ -266,6 +266,15 @@ def test_nothing_above_the_floor_is_judged_per_leg(kb_org, fake_llm):
     assert flags == [True, False]
 
 
+def test_a_night_that_ran_into_the_asked_day_is_its_nearest_date_not_a_match(kb_org):
+    seed(kb_org["id"], [e for e in EVENTS if e["title"] != "Sunrise Techno Monday"])
+    set_settings(kb_org["id"], query_planner=False)
+    res = answer(kb_org["id"], "techno on Monday", mode="events", now=NOW)
+    assert res["cards"] == [] and res["debug"]["reason"] is not None
+    alt = res["alternatives"]  # Sunday's marathon ran to 06:00 on Monday: the nearest, not "on Monday"
+    assert alt["relaxed"] == ["date_range"] and alt["cards"][0]["title"] == "Techno Marathon Sunday", alt
+
+
 def test_filters_that_leave_nothing_similar_offer_closest_matches(shop):
     set_settings(shop["id"], similarity_floor=0.9)
     res = ask(shop, "jazz this weekend", mode="events")

@@ -504,7 +504,7 @@ def nearest_event_hits(session, pf: Prefilter, k: int = 3) -> list:
     Sunday before a Monday, the Saturday after a Thursday)."""
     from dataclasses import replace
 
-    from kbframework.retrieval.search import Hit, bind
+    from kbframework.retrieval.search import Hit, bind, spill_until
 
     if pf.date_start is None or pf.date_end is None or pf.past:
         return []
@@ -517,7 +517,9 @@ def nearest_event_hits(session, pf: Prefilter, k: int = 3) -> list:
         f"AND d.document_role = 'event' AND d.event_start IS NOT NULL AND {where} ORDER BY d.id, c.chunk_index) x "
         "ORDER BY least(abs(extract(epoch FROM x.event_start - :rs)), abs(extract(epoch FROM x.event_start - :re_))), "
         "x.event_start, x.title LIMIT :k", p), p).all()
-    if any(r[2] < pf.date_end and (r[4] or r[2]) >= pf.date_start for r in rows):
+    spill = spill_until(pf.date_start, pf.date_end, pf.now)
+    if any(r[2] < pf.date_end and (r[4] or r[2]) >= pf.date_start and (r[2] >= pf.date_start or (r[4] or r[2]) > spill)
+           for r in rows):
         return []  # an event in the window meets the rest: it was not the time that left nothing
     return [Hit(r[0], str(r[1]), i + 1, 0.0, "nearest_events") for i, r in enumerate(rows)]
 
