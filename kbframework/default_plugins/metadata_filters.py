@@ -19,21 +19,23 @@ def kb_extract_filters(query, context):
     from kbframework.types import FilterPart
 
     parts: list[FilterPart] = []
+    vocab = context.get("vocabulary") or {}
+    labels = vocabulary_index(vocab).find(query) if vocab else []
 
-    prices = find_prices(query)
+    # a shop's own category or tag in the question ("hoodies over 100") says it is about priced
+    # things, so a bare "over 100" is a price too
+    prices = find_prices(query, priced=any(f.field in ("category", "tag") for f in labels))
     if not any(f.field == "price_max" for f in prices):
         prices += find_free(query)  # "free entry", "no cover": price 0
     for f in prices + find_stock(query) + find_order(query):
         parts.append(FilterPart(f.field, f.value, extractor=EXTRACTOR, matched=f.matched))
-    vocab = context.get("vocabulary") or {}
     known: list[tuple[int, int]] = []
-    if vocab:
-        for f in vocabulary_index(vocab).find(query):
-            p = FilterPart(f.field, f.value, extractor=EXTRACTOR, matched=f.matched)
-            p.term = f.extra.get("term")
-            parts.append(p)
-            if f.field in ("city", "venue"):
-                known.append((f.start, f.end))
+    for f in labels:
+        p = FilterPart(f.field, f.value, extractor=EXTRACTOR, matched=f.matched)
+        p.term = f.extra.get("term")
+        parts.append(p)
+        if f.field in ("city", "venue"):
+            known.append((f.start, f.end))
     parts.extend(place_parts(query, context, vocab, known))
     return parts
 

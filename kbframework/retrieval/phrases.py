@@ -116,8 +116,11 @@ def _quantity_context(q: str, m: re.Match, last: int) -> bool:
     return any(w in _MEASURE_BEFORE for w in before)
 
 
-def find_prices(q: str) -> list[Found]:
-    """Price bounds in a query: [Found(price_min|price_max|currency, value, span)]."""
+def find_prices(q: str, priced: bool = False) -> list[Found]:
+    """Price bounds in a query: [Found(price_min|price_max|currency, value, span)].
+
+    ``priced``: the caller knows the query is about things with prices (it names one of the
+    shop's categories: "hoodies over 100"), so a bare lower bound counts as well."""
     if not any(c.isdigit() for c in q):
         return []  # every amount pattern needs a digit, so none is compiled for such a question
     out: list[Found] = []
@@ -126,7 +129,7 @@ def find_prices(q: str) -> list[Found]:
     def free(a, b):
         return all(b <= s or a >= e for s, e in taken)
 
-    priced = bool(_PRICE_WORDS.search(q))
+    priced = priced or bool(_PRICE_WORDS.search(q))
     for m in _R_RANGE.finditer(q):
         lo, hi = _num(m, 1), _num(m, 2)
         cur = _currency(m, 1, 2)

@@ -30,3 +30,13 @@ def test_a_stock_filter_or_a_question_about_one_items_stock(q, found):
     from kbframework.retrieval.phrases import find_stock
 
     assert bool(find_stock(q)) is found
+
+
+def test_a_bare_lower_bound_is_a_price_once_the_question_names_the_shops_category():
+    from kbframework.retrieval.phrases import find_prices
+
+    assert find_prices("hoodies over 100") == []  # alone: could be anything over 100
+    [f] = find_prices("hoodies over 100", priced=True)
+    assert (f.field, f.value) == ("price_min", 100.0)
+    assert find_prices("tents for kids over 5", priced=True) == []  # still an age
+    assert find_prices("tents over 4 people", priced=True) == []  # still a quantity
