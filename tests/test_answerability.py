@@ -322,6 +322,12 @@ def test_small_talk_is_answered_as_such_and_is_no_zero_result(kb_clean):
     hist = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
     res = answer(org, "what is on tomorrow?", now=NOW, history=hist)
     assert res["debug"]["conversation"]["kind"] == "standalone"
+    # "ok" after an answer that asked nothing (the offline answerer asks nothing): acknowledged
+    hist = [{"role": "user", "content": "what is on tomorrow?"},
+            {"role": "assistant", "content": res["answer"], "document_ids": [c["document_id"] for c in res["cards"]]}]
+    ok = answer(org, "ok", now=NOW, history=hist)
+    assert ok["answer"] == "Good! Is there anything else I can help with?" and ok["cards"] == []
+    assert ok["debug"]["small_talk"] == "ok"
 
 
 def test_yes_to_searching_more_broadly_searches_the_question_again_without_filters(kb_clean):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 
 GREETING, THANKS, FAREWELL, ABOUT, YES = "greeting", "thanks", "farewell", "about", "yes"
+OK = "ok"  # a "yes"/"ok" with nothing asked: acknowledged
+OK_TEXT = "Good! Is there anything else I can help with?"
 
 _PATTERNS = {
     GREETING: r"(?:hi|hello|hey|hiya|howdy|hallo|good\s+(?:morning|afternoon|evening|day)|greetings)"
@@ -59,6 +61,8 @@ def reply(kind: str, brand: str, welcome: str | None, topics: list[str]) -> str:
         return "You're welcome! Is there anything else I can help with?"
     if kind == FAREWELL:
         return "Goodbye, and thanks for stopping by!"
+    if kind == OK:
+        return OK_TEXT
     return f"I'm {brand}'s assistant, a program, not a person. {about}"
 
 
@@ -80,9 +84,13 @@ def without_small_talk(history: list[dict]) -> list[dict]:
     """The conversation without its small-talk turns (the visitor's "hi" and the reply to it)."""
     out: list[dict] = []
     skip_reply = False
-    for m in history or []:
+    msgs = list(history or [])
+    for i, m in enumerate(msgs):
         if m.get("role") == "user":
-            skip_reply = kind_of(m.get("content") or "") not in (None, YES)  # a "yes" may have been searched
+            kind = kind_of(m.get("content") or "")
+            reply_ = msgs[i + 1].get("content") if i + 1 < len(msgs) else None
+            # a "yes" that was searched (the broader search) stays; one only acknowledged goes
+            skip_reply = kind is not None and (kind != YES or reply_ == OK_TEXT)
             if skip_reply:
                 continue
         elif skip_reply:

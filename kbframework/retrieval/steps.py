@@ -697,7 +697,12 @@ def small_talk_step(s, t: Turn):
             t.use_filters = False
             t.debug["broaden"] = t.broaden
             t.debug["explain"].append(f"'yes' to searching more broadly: {t.broaden!r} again, without filters")
-        return {"kind": kind, "broaden": t.broaden}
+            return {"kind": kind, "broaden": t.broaden}
+        if not registry.llm().quotes_passages:
+            # an LLM's answer may have asked something ("shall I send the link?"): its "yes" is
+            # a message of the conversation; the offline answers ask nothing but the fallback's
+            return {"kind": kind, "broaden": None}
+        kind = small_talk.OK
     t.small_talk = kind
     text_ = small_talk.reply(kind, t.ctx.brand, t.ctx.settings.branding_welcome,
                              small_talk.topics(s, t.ctx.org.id) if kind in (small_talk.GREETING, small_talk.ABOUT) else [])

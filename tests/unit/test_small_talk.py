@@ -46,3 +46,11 @@ def test_yes_to_the_fallbacks_offer_names_the_question_to_search_again():
     # a "yes" turn stays in the history: it was searched
     assert len(without_small_talk(hist + [{"role": "user", "content": "yes"},
                                           {"role": "assistant", "content": "Three dresses."}])) == 4
+
+
+def test_an_acknowledged_ok_leaves_the_history():
+    from kbframework.retrieval.small_talk import OK_TEXT
+
+    hist = [{"role": "user", "content": "red dresses"}, {"role": "assistant", "content": "Three.", "document_ids": ["a"]},
+            {"role": "user", "content": "ok"}, {"role": "assistant", "content": OK_TEXT}]
+    assert without_small_talk(hist) == hist[:2]  # "the cheapest one?" still points at the dresses
