@@ -611,3 +611,13 @@ def test_a_price_that_leaves_nothing_offers_the_nearest_prices(kb_admin, store):
     # not the price's fault: the usual alternatives without filters
     out = chat(kb_admin, "sunglasses under 50 in stock")
     assert "relaxed" not in (out.get("alternatives") or {})
+
+
+def test_the_cheapest_and_the_dearest_of_a_category(kb_admin, store):
+    allow_private(kb_admin.org["id"])
+    shop_preset(kb_admin)
+    synced(kb_admin, store)
+    # the variable Hoodie starts at 42, the other two at 45: the cards follow the prices
+    assert [c["title"] for c in chat(kb_admin, "What is your cheapest hoodie?")["cards"]][0] == "Hoodie"
+    cards = [c["title"] for c in chat(kb_admin, "your most expensive accessory?")["cards"]]
+    assert cards[:2] == ["Sunglasses", "Belt"], cards  # 90, 55

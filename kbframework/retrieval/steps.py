@@ -1120,6 +1120,8 @@ def select_context_step(s, t: Turn):
         if t.pf.order:  # "the cheapest event this weekend": the listing's order is the answer's
             rank = {h.document_id: i for i, h in enumerate(t.legs["listing"])}
             t.boosted.sort(key=lambda f: rank.get(f["document_id"], len(rank)))
+            for i, f in enumerate(t.boosted):  # the context and the cards follow the final rank
+                f["final_rank"] = i + 1
     elif policy.is_policy_question(t.question) and t.boosted:
         # "what is the dress code?", "is it 18+?": answered by the policy pages (and guides);
         # the dresses that "dress" found are the topic's words, not an answer
