@@ -56,15 +56,14 @@ from kbframework.hooks.manager import call_first, get_plugin_manager
 from kbframework.ingest.chunker import page_label
 from kbframework.ingest.embedding import usable_vector
 from kbframework.models import ChatLog, Organization, Setting
-from kbframework.retrieval import (conversation, expansion, fusion, gate, lexicon, place_answer, policy,
-                                   referents, small_talk, soft_match)
+from kbframework.retrieval import (answer_scope, conversation, expansion, fusion, gate, lexicon, place_answer,
+                                   policy, referents, small_talk, soft_match)
 from kbframework.retrieval.filters import (constraint_only, describe_parts, explain, extract_filter_parts,
                                            listing_hits, merge_parts, nearest_price_hits, nearest_event_hits,
                                            org_vocabulary, search_text)
 from kbframework.retrieval.identity import name_index
-from kbframework.retrieval.phrases import tokens
 from kbframework.retrieval.prompt import build_messages, prompt_preview, render_system
-from kbframework.retrieval.search import (FILTERED_ROLES, Prefilter, apply_role_boost, count_candidates, keyword_search,
+from kbframework.retrieval.search import (Prefilter, apply_role_boost, count_candidates, keyword_search,
                                           org_models, rrf, vector_search)
 from kbframework.retrieval.trace import Trace
 
@@ -422,7 +421,7 @@ def _fallback(s, ctx: OrgContext, pf: Prefilter, query: str, reason: str, debug:
             vec.extend(vector_search(s, loose, model, dim, v, k=VECTOR_K, floor=ctx.floor)[0])
         kw, _ = keyword_search(s, loose, query, k=KEYWORD_K)
         fused = rrf({"vector": vec, "keyword": kw})
-        roles = _roles(s, ctx.org.id, {f["document_id"] for f in fused})
+        roles = answer_scope.roles_of(s, ctx.org.id, {f["document_id"] for f in fused})
         passages = select_context(s, ctx.org.id, apply_role_boost(fused, roles,
                                                       ctx.preset.role_priority), 3, ctx.char_budget)
         if passages:
@@ -432,24 +431,6 @@ def _fallback(s, ctx: OrgContext, pf: Prefilter, query: str, reason: str, debug:
             debug["alternatives"] = {"without_filters": True, "count": len(passages)}
     return {"answer": ctx.fallback_text, "cards": [], "sources": [], "model": None, "tokens": (0, 0),
             "zero_result": True, "reason": reason, "alternatives": alternatives}
-
-
-def _roles(s, org_id, doc_ids) -> dict:
-    if not doc_ids:
-        return {}
-    rows = s.execute(text("SELECT id, document_role FROM documents "
-                          "WHERE organization_id = :org AND id = ANY(CAST(:ids AS uuid[]))"),
-                     {"org": str(org_id), "ids": list(doc_ids)}).all()
-    return {str(r[0]): r[1] for r in rows}
-
-
-def _titles(s, org_id, doc_ids) -> dict:
-    if not doc_ids:
-        return {}
-    rows = s.execute(text("SELECT id, title FROM documents "
-                          "WHERE organization_id = :org AND id = ANY(CAST(:ids AS uuid[]))"),
-                     {"org": str(org_id), "ids": list(doc_ids)}).all()
-    return {str(r[0]): r[1] for r in rows}
 
 
 def _hit(h) -> dict:
@@ -982,14 +963,14 @@ def rrf_step(s, t: Turn):
 
 
 def role_boost_step(s, t: Turn):
-    roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.fused})
+    roles = answer_scope.roles_of(s, t.ctx.org.id, {f["document_id"] for f in t.fused})
     preset_priority = list(t.ctx.preset.role_priority or [])
     priority, why = fusion.role_priority(t.question, t.pf, preset_priority)
     t.boosted = apply_role_boost(t.fused, roles, priority)
     t.debug["role_priority"] = priority
     venue_pages = []
     if fusion.VENUE_PAGE_BOOST != 1.0 and fusion.asks_for_a_venue(t.question) and (t.vocab or {}).get("venues"):
-        titles = _titles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
+        titles = answer_scope.titles_of(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
         pages = fusion.venue_pages(titles, roles, t.vocab["venues"])
         if pages:
             t.boosted = fusion.boost_venue_pages(t.boosted, pages)
@@ -1022,27 +1003,10 @@ def identity_step(s, t: Turn):
     return out
 
 
-_R_SINGULAR = re.compile(r"\b(?:it|its|it['’]s|that\s+one|this\s+one|the\s+one)\b", re.I)
-_R_PLURAL = re.compile(r"\b(?:they|them|their|those|these|ones|both|all)\b", re.I)
-
-
-def _the_one_named_before(s, t: Turn, chosen: list[str]) -> list[str]:
-    """"where is it?" after "what time does Amelie Lens start?": "it" is the event that
-    question named, not the guide shown beside it."""
-    if len(chosen) < 2 or not _R_SINGULAR.search(t.question) or _R_PLURAL.search(t.question):
-        return []
-    before = next((m["content"] for m in reversed(t.hist or []) if m.get("role") == "user"), None)
-    if not before:
-        return []
-    ids, _ = name_index(s, t.ctx.org.id).identify(before)
-    named = {str(i) for i in ids}
-    return [d for d in chosen if d in named]
-
-
 def referents_step(s, t: Turn):
     chosen, how = referents.pick(t.shown, t.shown_info, t.kind, t.ctx.tz)
     if how == referents.ALL_SHOWN:
-        named = _the_one_named_before(s, t, chosen)
+        named = answer_scope.the_one_named_before(s, t, chosen)
         if named:
             chosen, how = named, "the one the previous question named"
     out = {"shown": t.shown, "picked": chosen, "how": how, "first": []}
@@ -1050,7 +1014,7 @@ def referents_step(s, t: Turn):
         # what the visitor points at is shown whatever this turn's filters say ("is the second
         # one in stock?" must find it out of stock, not hide it); "any free ones?" picks among
         # what was shown by its own constraint, so there the filters hold
-        among = _selects_among_shown(t, how)
+        among = answer_scope.selects_among_shown(t, how)
         pf = t.pf if among else Prefilter(organization_id=t.pf.organization_id, now=t.pf.now, past=t.pf.past)
         t.boosted, pinned = conversation.pin_documents(s, pf, t.boosted, chosen,
                                                        why="a follow-up about what the previous answer showed")
@@ -1067,111 +1031,11 @@ def referents_step(s, t: Turn):
     return out
 
 
-_R_SELECTS = re.compile(r"\b(?:any|which|only|ones|those\s+that|the\s+ones)\b", re.I)
-
-
-def _selects_among_shown(t: Turn, how: str) -> list[str]:
-    """The constraint words a follow-up picks among all that was shown with ("any free ones?",
-    "which are under 30?"); empty for a yes/no question about it ("are they in stock?") or a
-    pick by position, weekday or name."""
-    if how != referents.ALL_SHOWN or not _R_SELECTS.search(t.question):
-        return []
-    q = t.question.lower()
-    return [p.matched for p in t.parts
-            if not getattr(p, "dropped", None) and p.matched and p.field != "currency" and p.matched.lower() in q]
-
-
 def select_context_step(s, t: Turn):
     t.debug["fused"] = [dict(f) for f in t.boosted]
-    if t.kind.refers_back and t.pinned and policy.is_policy_question(t.question):
-        # "can I return it?": the document pointed at and the policy pages, not the other
-        # products the searches found beside them
-        roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
-        _keep_only(t, {d for d, r in roles.items() if r in policy.SUPPORT_ROLES}, "referents_only",
-                   "a policy question about what was shown")
-    elif t.kind.refers_back and t.pinned:
-        # "is the second one in stock?", "is it free?", "any free ones?": about what the visitor
-        # points at, even when the rewrite is all constraints ("is the first one under 50?" is
-        # about the first one, not every dress under 50). What the searches found beside it
-        # ("ship free" for "free") is not part of the answer; a policy question about it ("can
-        # I return it?") keeps the policy pages it finds
-        _keep_only(t, set(), "referents_only", "a follow-up about what was shown")
-    elif t.kind.comparative and not policy.is_policy_question(t.question):
-        # "anything cheaper?", "anything later?": a bound on products and events; the pages the
-        # bound does not apply to (the dress code that "dress" found) are no answer to it
-        roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
-        _keep_only(t, {d for d, r in roles.items() if r in FILTERED_ROLES}, "comparative_only",
-                   "a comparative picks among products and events")
-    elif t.identity and not t.legs.get("listing") and _only_names_them(s, t):
-        # "tickets for Amelie Lens?", "how much is the Crimson Evening Dress?": about the named
-        # document alone; what else the searches found (another event, the dress code) is noise.
-        # A policy question about it ("can I return the Crimson Evening Dress?") keeps the policies
-        support = set()
-        if policy.is_policy_question(t.question):
-            roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
-            support = {d for d, r in roles.items() if r in policy.SUPPORT_ROLES}
-        _keep_only(t, support | _same_name(s, t), "identity_only", "the question is about the document it names")
-    elif t.legs.get("listing"):
-        # a question of constraints that documents meet ("what's on Saturday?"): those documents
-        # are the answer. The other legs searched with the constraint words alone ("Saturday"),
-        # and what they found beside the listing (the return policy, at 0.215) is chance
-        _keep_only(t, {h.document_id for h in t.legs["listing"]}, "listing_only",
-                   "the listing answers a question of constraints")
-        if t.pf.order:  # "the cheapest event this weekend": the listing's order is the answer's
-            rank = {h.document_id: i for i, h in enumerate(t.legs["listing"])}
-            t.boosted.sort(key=lambda f: rank.get(f["document_id"], len(rank)))
-            for i, f in enumerate(t.boosted):  # the context and the cards follow the final rank
-                f["final_rank"] = i + 1
-    elif policy.is_policy_question(t.question) and t.boosted:
-        # "what is the dress code?", "is it 18+?": answered by the policy pages (and guides);
-        # the dresses that "dress" found are the topic's words, not an answer
-        roles = _roles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
-        if roles.get(t.boosted[0]["document_id"]) in policy.SUPPORT_ROLES:
-            _keep_only(t, {d for d, r in roles.items() if r not in FILTERED_ROLES}, "policy_only",
-                       "a policy question answered by its pages")
+    answer_scope.keep_to_what_is_asked(s, t)
     t.passages = select_context(s, t.ctx.org.id, t.boosted, t.ctx.limit, t.ctx.char_budget)
     return {"passages": [{"n": p["n"], "chunk_id": p["chunk_id"], "title": p["title"]} for p in t.passages]}
-
-
-_R_MORE_LIKE = re.compile(r"\b(?:similar|like\s+(?:it|this|that|them)|alternatives?|other|others|else|more)\b",
-                          re.I)
-
-
-def _only_names_them(s, t: Turn) -> bool:
-    """The question asks a detail (tickets, price, time, place) of a document it names, and
-    every other subject word is a word of that document: nothing else is asked for ("tickets
-    for Amelie Lens?"; not "Amelie Lens or something similar?", nor a bare product name)."""
-    asked = {w.strip("?.!,'’").lower() for w in t.question.split()} & conversation.SHOWN_FACTS
-    if not asked or _R_MORE_LIKE.search(t.question):
-        return False  # a bare name ("Altair Trailhead 2 Tent") also wants what goes with it
-    words = conversation.content_words(t.question, t.vocab)
-    if not words:
-        return True
-    named = set()
-    for title in _titles(s, t.ctx.org.id, set(t.identity)).values():
-        named |= {tok for tok, _, _ in tokens(title or "")}
-    return all(tok in named for w in words for tok, _, _ in tokens(w))
-
-
-def _same_name(s, t: Turn) -> set:
-    """The other documents whose title holds every subject word too: the other dates of a
-    show ("O Farol Apagado (matinee)" beside "O Farol Apagado")."""
-    words = [tok for w in conversation.content_words(t.question, t.vocab) for tok, _, _ in tokens(w)]
-    if not words:
-        return set()
-    titles = _titles(s, t.ctx.org.id, {f["document_id"] for f in t.boosted})
-    return {d for d, title in titles.items() if set(words) <= {tok for tok, _, _ in tokens(title or "")}}
-
-
-def _keep_only(t: Turn, keep: set, key: str, why: str) -> None:
-    """Leave out of the answer every document but ``keep`` and those pinned or named; the
-    trace's ``key`` lists what was left out."""
-    keep = keep | set(t.pinned) | set(t.identity)
-    dropped = sorted({f["document_id"] for f in t.boosted if f["document_id"] not in keep})
-    if dropped:
-        t.boosted = [f for f in t.boosted if f["document_id"] in keep]
-        t.debug[key] = {"dropped_documents": dropped}
-        t.debug["explain"].append(f"{why}: {len(dropped)} other document(s) the searches found left out")
 
 
 def answerability_step(s, t: Turn):
@@ -1219,7 +1083,7 @@ def answerability_step(s, t: Turn):
 def _policy_page(s, t: Turn, feats: dict) -> bool:
     if not policy.is_policy_question(t.question):
         return False
-    roles = _roles(s, t.ctx.org.id, {p["document_id"] for p in feats["passages"]})
+    roles = answer_scope.roles_of(s, t.ctx.org.id, {p["document_id"] for p in feats["passages"]})
     return any(roles.get(p["document_id"]) in policy._SUPPORT_ROLES and p.get("matched") for p in feats["passages"])
 
 
