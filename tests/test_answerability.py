@@ -300,6 +300,11 @@ def test_a_policy_question_is_answered_by_its_pages(kb_clean):
     res = answer(org, "is it 18+?", now=NOW, history=hist)
     assert [c["title"] for c in res["cards"]] == [first["cards"][0]["title"], "Club entry rules"], res["cards"]
     assert "Entry is 18+" in res["answer"]
+    # how visitors ask, in the words the page uses (built-in synonyms under the organization's own)
+    res = answer(org, "is there an age limit?", now=NOW)
+    assert [c["title"] for c in res["cards"]] == ["Club entry rules"] and "Entry is 18+" in res["answer"]
+    res = answer(org, "what should I wear?", now=NOW)
+    assert [c["title"] for c in res["cards"]] == ["Club entry rules"] and "The dress code is casual" in res["answer"]
 
 
 def test_small_talk_is_answered_as_such_and_is_no_zero_result(kb_clean):

@@ -31,3 +31,19 @@ def priority_for(question: str, priority: list[str]) -> list[str]:
         return list(priority or [])
     front = [r for r in _SUPPORT_ROLES if r in priority]
     return front + [r for r in priority if r not in front]
+
+
+# how visitors ask about a policy, in the words policy pages use: merged under the
+# organization's own ``synonyms`` (its entries win). Keys are matched by all their words
+BUILTIN_SYNONYMS = {
+    "what should i wear": ["dress code"],
+    "what to wear": ["dress code"],
+    "age limit": ["18+", "minimum age", "ID"],
+    "minimum age": ["18+", "age limit", "ID"],
+    "how old": ["18+", "minimum age", "ID"],
+}
+
+
+def synonyms_with_builtins(own: dict | None) -> dict:
+    return {**BUILTIN_SYNONYMS, **(own or {})}
+

@@ -124,7 +124,8 @@ def load_context(s, org_id, mode: str | None = None) -> OrgContext:
                       knowledge=values["knowledge"] or preset.knowledge, system_template=template,
                       fallback_text=values["fallback_text"] or preset.fallback_text,
                       threshold=_threshold(values["answer_threshold"]),
-                      synonyms=values["synonyms"] if isinstance(values["synonyms"], dict) else {})
+                      synonyms=policy.synonyms_with_builtins(
+                          values["synonyms"] if isinstance(values["synonyms"], dict) else {}))
 
 
 def _threshold(v) -> float:
@@ -1116,7 +1117,10 @@ def build_prompt_step(s, t: Turn):
 
 
 def call_llm_step(s, t: Turn):
-    t.llm_res, dbg = call_llm(t.ctx, t.messages, t.question, t.views, t.on_token)
+    # the quoting answerer matches sentences by the question's words and their synonyms ("what
+    # should I wear?" quotes the dress code); an LLM reads the messages and ignores this
+    quoted = gate.with_synonyms(t.question, t.ctx.synonyms)
+    t.llm_res, dbg = call_llm(t.ctx, t.messages, quoted, t.views, t.on_token)
     t.debug["llm"] = dbg
     return dbg
 
