@@ -481,10 +481,7 @@ def nearest_price_hits(session, pf: Prefilter, k: int = 3) -> list:
         return []
     relaxed = replace(pf, price_max=None, price_min=None)
     where, p = relaxed.sql()
-    if pf.price_max is not None:
-        price, order = "coalesce(kb_num(d.metadata->>'price_min'), kb_num(d.metadata->>'price'))", "ASC"
-    else:
-        price, order = "coalesce(kb_num(d.metadata->>'price_max'), kb_num(d.metadata->>'price'))", "DESC"
+    price, order = (_PRICE_LOW, "ASC") if pf.price_max is not None else (_PRICE_HIGH, "DESC")
     p.update(k=k, lroles=tuple(FILTERED_ROLES))
     rows = session.execute(bind(
         f"SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, {price} AS price, d.title FROM chunks c "
@@ -504,23 +501,21 @@ def nearest_event_hits(session, pf: Prefilter, k: int = 3) -> list:
     Sunday before a Monday, the Saturday after a Thursday)."""
     from dataclasses import replace
 
-    from kbframework.retrieval.search import Hit, bind, spill_until
+    from kbframework.retrieval.search import Hit, bind, count_candidates
 
     if pf.date_start is None or pf.date_end is None or pf.past:
         return []
+    if count_candidates(session, replace(pf, roles=["event"]), cap=1):
+        return []  # an event in the window meets the rest: it was not the time that left nothing
     relaxed = replace(pf, date_start=None, date_end=None)
     where, p = relaxed.sql()
     p.update(k=k, rs=pf.date_start, re_=pf.date_end)
     rows = session.execute(bind(
-        "SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, d.event_start, d.title, d.event_end "
+        "SELECT * FROM (SELECT DISTINCT ON (d.id) c.id, d.id AS did, d.event_start, d.title "
         "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.organization_id = :org "
         f"AND d.document_role = 'event' AND d.event_start IS NOT NULL AND {where} ORDER BY d.id, c.chunk_index) x "
         "ORDER BY least(abs(extract(epoch FROM x.event_start - :rs)), abs(extract(epoch FROM x.event_start - :re_))), "
         "x.event_start, x.title LIMIT :k", p), p).all()
-    spill = spill_until(pf.date_start, pf.date_end, pf.now)
-    if any(r[2] < pf.date_end and (r[4] or r[2]) >= pf.date_start and (r[2] >= pf.date_start or (r[4] or r[2]) > spill)
-           for r in rows):
-        return []  # an event in the window meets the rest: it was not the time that left nothing
     return [Hit(r[0], str(r[1]), i + 1, 0.0, "nearest_events") for i, r in enumerate(rows)]
 
 
