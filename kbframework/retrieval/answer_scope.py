@@ -147,18 +147,18 @@ def _keep_only(t, keep: set, key: str, why: str) -> None:
 
 
 def roles_of(s, org_id, doc_ids) -> dict:
-    if not doc_ids:
-        return {}
-    rows = s.execute(text("SELECT id, document_role FROM documents "
-                          "WHERE organization_id = :org AND id = ANY(CAST(:ids AS uuid[]))"),
-                     {"org": str(org_id), "ids": list(doc_ids)}).all()
-    return {str(r[0]): r[1] for r in rows}
+    return _column_of(s, org_id, doc_ids, "document_role")
 
 
 def titles_of(s, org_id, doc_ids) -> dict:
+    return _column_of(s, org_id, doc_ids, "title")
+
+
+def _column_of(s, org_id, doc_ids, column: str) -> dict:
+    """{document id: its ``column``} for the organization's documents among ``doc_ids``."""
     if not doc_ids:
         return {}
-    rows = s.execute(text("SELECT id, title FROM documents "
+    rows = s.execute(text(f"SELECT id, {column} FROM documents "
                           "WHERE organization_id = :org AND id = ANY(CAST(:ids AS uuid[]))"),
                      {"org": str(org_id), "ids": list(doc_ids)}).all()
     return {str(r[0]): r[1] for r in rows}
